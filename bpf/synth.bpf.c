@@ -1,0 +1,295 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Synthesize PERF_RECORD_MMAP2, COMM and FORK records for the tasks that
+ * exist when a dump runs, from BPF iterators, into perf ring buffers.
+ *
+ * Two iterators run one after the other for each dump:
+ *   dump_task (iter/task):    FORK for non-leader threads, COMM for every task.
+ *   dump_vma  (iter/task_vma): MMAP2 for every VMA of every process (once per
+ *                             thread group, not per thread).
+ * Each emitted record also writes ceil(size / SYNTH_PACE_UNIT) bytes into the
+ * iterator's seq_file: userspace reads the iterator fd with a bounded buffer
+ * and drains the rings between reads, so the rings cannot overflow.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "synth.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* include/linux/mm.h, include/uapi/asm-generic/mman*.h */
+#define VM_READ 0x00000001
+#define VM_WRITE 0x00000002
+#define VM_EXEC 0x00000004
+#define VM_MAYSHARE 0x00000080
+#define VM_LOCKED 0x00002000
+#define VM_HUGETLB 0x00400000
+#define PROT_READ 0x1
+#define PROT_WRITE 0x2
+#define PROT_EXEC 0x4
+#define MAP_SHARED 0x01
+#define MAP_PRIVATE 0x02
+#define MAP_LOCKED 0x02000
+#define MAP_HUGETLB 0x40000
+#define PAGE_SHIFT 12
+#define MINORBITS 20 /* include/linux/kdev_t.h */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} events SEC(".maps");
+
+/* Records are too large for the 512-byte BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct synth_mmap2);
+} scratch SEC(".maps");
+
+/* tgid -> the tid that reports the process's VMAs in this generation,
+ * used only when the thread group leader has already released its mm. */
+struct claim {
+	__u64 gen;
+	__u32 tid;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct claim);
+} claims SEC(".maps");
+
+/* Set by userspace before each dump. */
+volatile __u64 synth_gen;
+volatile __u32 synth_flags;
+
+/* Read by userspace after each dump. */
+__u64 synth_seq;
+__u64 synth_lost;
+
+/* Last task whose VMAs dump_vma started on. */
+__u32 last_tid;
+
+static const char pace[128];
+
+static __always_inline void emit(void *ctx, struct seq_file *seq,
+				 struct synth_hdr *h, __u32 size)
+{
+	__u32 n;
+
+	h->gen = synth_gen;
+	h->seq = __sync_fetch_and_add(&synth_seq, 1);
+	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, h, size) < 0) {
+		__sync_fetch_and_add(&synth_lost, 1);
+		return;
+	}
+	n = (size + SYNTH_PACE_UNIT - 1) / SYNTH_PACE_UNIT;
+	if (n > sizeof(pace))
+		n = sizeof(pace);
+	bpf_seq_write(seq, pace, n);
+}
+
+static __always_inline void emit_comm(void *ctx, struct seq_file *seq,
+				      struct task_struct *task, __u64 now)
+{
+	struct synth_comm c = {};
+	__u32 size;
+	long n;
+
+	c.h.time = now;
+	c.pid = task->tgid;
+	c.tid = task->pid;
+	n = bpf_probe_read_kernel_str(c.comm, sizeof(c.comm), task->comm);
+	if (n <= 0) {
+		c.comm[0] = 0;
+		n = 1;
+	}
+	n = (n + 7) & ~7;
+	if (n > SYNTH_COMM_LEN)
+		n = SYNTH_COMM_LEN;
+	/* The size passed on must be a bounded register, not a reload of
+	 * header.size, for the verifier to accept the stack read. */
+	size = sizeof(struct perf_event_header) + 8 + n;
+	c.header.type = SYNTH_RECORD_COMM;
+	c.header.misc = 0;
+	c.header.size = size;
+	emit(ctx, seq, &c.h, sizeof(c.h) + size);
+}
+
+SEC("iter/task")
+int dump_task(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!task)
+		return 0;
+	if (task->pid != task->tgid) {
+		/* perf's convention: the main thread spawned every thread. */
+		struct synth_fork f = {};
+
+		f.h.time = now;
+		f.header.type = SYNTH_RECORD_FORK;
+		f.header.size = sizeof(struct perf_event_header) + 24;
+		f.pid = task->tgid;
+		f.ppid = task->tgid;
+		f.tid = task->pid;
+		f.ptid = task->tgid;
+		emit(ctx, seq, &f.h, sizeof(f));
+	}
+	emit_comm(ctx, seq, task, now);
+	return 0;
+}
+
+/* Whether task reports its process's VMAs: the leader does, unless it has
+ * already exited, in which case the first thread seen in this generation. */
+static __always_inline bool reports_vmas(struct task_struct *task)
+{
+	struct claim c = { .gen = synth_gen, .tid = task->pid }, *old;
+	__u32 tgid = task->tgid;
+
+	if (task->pid == tgid)
+		return true;
+	if (BPF_CORE_READ(task, group_leader, mm))
+		return false;
+	old = bpf_map_lookup_elem(&claims, &tgid);
+	if (old && old->gen == c.gen)
+		return old->tid == c.tid;
+	bpf_map_update_elem(&claims, &tgid, &c, BPF_ANY);
+	return true;
+}
+
+static __always_inline __u32 copy_str(char *dst, const char *src)
+{
+	long n = bpf_probe_read_kernel_str(dst, 64, src);
+
+	return n > 0 ? n : 0;
+}
+
+/* The name /proc/PID/maps shows for a VMA without a file
+ * (fs/proc/task_mmu.c get_vma_name), or "//anon" as perf does. */
+static __always_inline __u32 anon_name(struct vm_area_struct *vma, char *dst)
+{
+	struct mm_struct *mm = vma->vm_mm;
+	const struct vm_operations_struct *ops = vma->vm_ops;
+	unsigned long start = vma->vm_start, end = vma->vm_end;
+
+	if (ops && BPF_CORE_READ(ops, name)) {
+		/* special mappings ([vdso], [vvar], [uprobes]):
+		 * special_mapping_name() returns vm_special_mapping.name */
+		struct vm_special_mapping *sm = vma->vm_private_data;
+		const char *name = NULL;
+
+		bpf_probe_read_kernel(&name, sizeof(name), &sm->name);
+		if (name)
+			return copy_str(dst, name);
+	}
+	if (start < BPF_CORE_READ(mm, brk) && end > BPF_CORE_READ(mm, start_brk))
+		return copy_str(dst, "[heap]");
+	if (start <= BPF_CORE_READ(mm, start_stack) &&
+	    end >= BPF_CORE_READ(mm, start_stack))
+		return copy_str(dst, "[stack]");
+	return copy_str(dst, "//anon");
+}
+
+static __always_inline void fill_file(struct synth_mmap2 *r, struct file *file)
+{
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	__u32 dev = BPF_CORE_READ(inode, i_sb, s_dev);
+
+	r->maj = dev >> MINORBITS;
+	r->min = dev & ((1U << MINORBITS) - 1);
+	r->ino = BPF_CORE_READ(inode, i_ino);
+	r->ino_generation = BPF_CORE_READ(inode, i_generation);
+}
+
+SEC("iter/task_vma")
+int dump_vma(struct bpf_iter__task_vma *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	struct vm_area_struct *vma = ctx->vma;
+	struct synth_mmap2 *r;
+	struct file *file;
+	__u32 zero = 0, tid;
+	__u64 vmf, now;
+	long n;
+
+	if (!task || !vma)
+		return 0;
+	if (!reports_vmas(task))
+		return 0;
+	now = bpf_ktime_get_ns();
+	tid = task->pid;
+	if (tid != last_tid) {
+		/* The process may be newer than the task pass: name it. */
+		last_tid = tid;
+		emit_comm(ctx, seq, task, now);
+	}
+	vmf = vma->vm_flags;
+	if (!(vmf & VM_EXEC) && !(synth_flags & SYNTH_CFG_DATA))
+		return 0;
+	r = bpf_map_lookup_elem(&scratch, &zero);
+	if (!r)
+		return 0;
+
+	r->h.time = now;
+	r->header.type = SYNTH_RECORD_MMAP2;
+	r->header.misc = SYNTH_MISC_USER | ((vmf & VM_EXEC) ? 0 : SYNTH_MISC_MMAP_DATA);
+	r->pid = task->tgid;
+	r->tid = tid;
+	r->addr = vma->vm_start;
+	r->len = vma->vm_end - vma->vm_start;
+	r->prot = ((vmf & VM_READ) ? PROT_READ : 0) | ((vmf & VM_WRITE) ? PROT_WRITE : 0) |
+		  ((vmf & VM_EXEC) ? PROT_EXEC : 0);
+	r->flags = (vmf & VM_MAYSHARE) ? MAP_SHARED : MAP_PRIVATE;
+	if (vmf & VM_LOCKED)
+		r->flags |= MAP_LOCKED;
+	if (vmf & VM_HUGETLB)
+		r->flags |= MAP_HUGETLB;
+
+	file = vma->vm_file;
+	if (file) {
+		fill_file(r, file);
+		r->pgoff = (__u64)vma->vm_pgoff << PAGE_SHIFT;
+		n = bpf_d_path((struct path *)&file->f_path, r->filename,
+			       sizeof(r->filename));
+		if (n <= 0)
+			n = copy_str(r->filename, "//toolong");
+	} else {
+		r->maj = r->min = 0;
+		r->ino = r->ino_generation = 0;
+		r->pgoff = 0;
+		n = anon_name(vma, r->filename);
+	}
+	if (n <= 0) {
+		r->filename[0] = 0;
+		n = 1;
+	}
+	if (n > SYNTH_PATH_MAX)
+		n = SYNTH_PATH_MAX;
+	/* NUL-pad the name to 8 bytes, as the kernel does. */
+	for (int i = 0; i < 7; i++) {
+		__u32 at = n + i;
+
+		if (at & 7)
+			r->filename[at & (SYNTH_PATH_MAX - 1)] = 0;
+		else
+			break;
+	}
+	n = (n + 7) & ~7;
+	if (n > SYNTH_PATH_MAX)
+		n = SYNTH_PATH_MAX;
+	r->header.size = offsetof(struct synth_mmap2, filename) -
+			 offsetof(struct synth_mmap2, header) + n;
+	/* n is a bounded register here; the size passed on is derived from
+	 * it, not reloaded from header.size. */
+	emit(ctx, seq, &r->h, offsetof(struct synth_mmap2, filename) + n);
+	return 0;
+}
