@@ -1,0 +1,174 @@
+// Package procfs reads what /proc says about processes: their mappings
+// (/proc/PID/maps) and their threads' names. The tests use it as the
+// oracle a dump is compared with.
+package procfs
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Mapping is one line of /proc/PID/maps (fs/proc/task_mmu.c show_map_vma).
+type Mapping struct {
+	Start, End uint64
+	Prot       uint32 // PROT_READ 1 | PROT_WRITE 2 | PROT_EXEC 4
+	Shared     bool
+	Pgoff      uint64
+	Maj, Min   uint32
+	Ino        uint64
+	Path       string // "" for an anonymous mapping; " (deleted)" kept
+}
+
+// Flags returns MAP_SHARED (1) or MAP_PRIVATE (2), as MMAP2 records
+// carry them.
+func (m Mapping) Flags() uint32 {
+	if m.Shared {
+		return 1
+	}
+	return 2
+}
+
+// maxLine bounds one maps line: the fields and a PATH_MAX path.
+const maxLine = 4096 + 256
+
+// ParseMaps parses /proc/PID/maps text.
+func ParseMaps(r io.Reader) ([]Mapping, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var maps []Mapping
+	for n := 1; ; n++ {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, fmt.Errorf("maps line %d: longer than %d bytes", n, br.Size())
+		}
+		if len(line) > 0 {
+			m, perr := parseLine(bytes.TrimSuffix(line, []byte("\n")))
+			if perr != nil {
+				return nil, fmt.Errorf("maps line %d: %w", n, perr)
+			}
+			maps = append(maps, m)
+		}
+		if err == io.EOF {
+			return maps, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// parseLine reads "start-end perms offset maj:min inode   path".
+func parseLine(line []byte) (Mapping, error) {
+	var m Mapping
+	if len(line) > maxLine {
+		return m, fmt.Errorf("line of %d bytes", len(line))
+	}
+	rest := string(line)
+	var f [5]string
+	for i := range f {
+		rest = strings.TrimLeft(rest, " ")
+		end := strings.IndexByte(rest, ' ')
+		if end < 0 {
+			end = len(rest)
+		}
+		f[i], rest = rest[:end], rest[end:]
+	}
+	if f[4] == "" {
+		return m, fmt.Errorf("malformed %q", line)
+	}
+	// The path starts after the padding that follows the inode. A file's
+	// path starts with '/' and the other names with '[', so trimming the
+	// padding cannot eat a name; spaces inside the path are kept (the
+	// kernel escapes only '\n', as "\012").
+	m.Path = strings.TrimLeft(rest, " ")
+	lo, hi, ok := strings.Cut(f[0], "-")
+	maj, min, ok2 := strings.Cut(f[3], ":")
+	var errs [6]error
+	m.Start, errs[0] = strconv.ParseUint(lo, 16, 64)
+	m.End, errs[1] = strconv.ParseUint(hi, 16, 64)
+	m.Pgoff, errs[2] = strconv.ParseUint(f[2], 16, 64)
+	ma, e3 := strconv.ParseUint(maj, 16, 32)
+	mi, e4 := strconv.ParseUint(min, 16, 32)
+	errs[3], errs[4] = e3, e4
+	m.Ino, errs[5] = strconv.ParseUint(f[4], 10, 64)
+	if !ok || !ok2 || len(f[1]) != 4 || errors.Join(errs[:]...) != nil {
+		return m, fmt.Errorf("malformed %q", line)
+	}
+	m.Maj, m.Min = uint32(ma), uint32(mi)
+	p := f[1]
+	if p[0] == 'r' {
+		m.Prot |= 1
+	}
+	if p[1] == 'w' {
+		m.Prot |= 2
+	}
+	if p[2] == 'x' {
+		m.Prot |= 4
+	}
+	m.Shared = p[3] == 's'
+	return m, nil
+}
+
+// ReadMaps reads /proc/PID/maps. A process that is gone gives an error
+// that matches os.ErrNotExist.
+func ReadMaps(pid int) ([]Mapping, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, fmt.Errorf("read maps of pid %d: %w", pid, err)
+	}
+	defer f.Close()
+	maps, err := ParseMaps(f)
+	if err != nil {
+		return nil, fmt.Errorf("read maps of pid %d: %w", pid, err)
+	}
+	return maps, nil
+}
+
+// ReadComms returns the name of every thread of process pid, by tid.
+// Threads that exit while they are read are left out.
+func ReadComms(pid int) (map[int]string, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read threads of pid %d: %w", pid, err)
+	}
+	comms := make(map[int]string, len(ents))
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "comm"))
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read comm of tid %d: %w", tid, err)
+		}
+		comms[tid] = strings.TrimSuffix(string(b), "\n")
+	}
+	return comms, nil
+}
+
+// Pids returns the processes in /proc, ascending.
+func Pids() ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	return pids, nil
+}

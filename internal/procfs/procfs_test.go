@@ -1,0 +1,137 @@
+package procfs
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestParseMaps(t *testing.T) {
+	f, err := os.Open("testdata/maps.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	maps, err := ParseMaps(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Mapping{
+		{0x55d0a0e00000, 0x55d0a0e2b000, 1, false, 0, 0xfe, 0, 247766, "/usr/bin/bash"},
+		{0x55d0a0e2b000, 0x55d0a0f1a000, 5, false, 0x2b000, 0xfe, 0, 247766, "/usr/bin/bash"},
+		{0x55d0a1c4c000, 0x55d0a1dc6000, 3, false, 0, 0, 0, 0, "[heap]"},
+		{0x7f1c00000000, 0x7f1c00021000, 3, false, 0, 0, 0, 0, ""},
+		{0x7f1c00021000, 0x7f1c04000000, 0, false, 0, 0, 0, 0, ""},
+		{0x7f1c08000000, 0x7f1c08001000, 5, true, 0, 0, 1, 1035, "/memfd:synth-test (deleted)"},
+		{0x7f1c08001000, 0x7f1c08002000, 5, false, 0x1000, 8, 1, 12, "/tmp/dir with spaces/lib with spaces.so"},
+		{0x7f1c08002000, 0x7f1c08003000, 5, false, 0, 8, 1, 13, "/tmp/gone.so (deleted)"},
+		{0x7ffd3a1e4000, 0x7ffd3a205000, 3, false, 0, 0, 0, 0, "[stack]"},
+		{0x7ffd3a3a2000, 0x7ffd3a3a6000, 1, false, 0, 0, 0, 0, "[vvar]"},
+		{0x7ffd3a3a6000, 0x7ffd3a3a8000, 5, false, 0, 0, 0, 0, "[vdso]"},
+		{0xffffffffff600000, 0xffffffffff601000, 4, false, 0, 0, 0, 0, "[vsyscall]"},
+	}
+	if len(maps) != len(want) {
+		t.Fatalf("%d mappings, want %d", len(maps), len(want))
+	}
+	for i := range want {
+		if maps[i] != want[i] {
+			t.Errorf("line %d: got %+v, want %+v", i+1, maps[i], want[i])
+		}
+	}
+	if maps[5].Flags() != 1 || maps[0].Flags() != 2 {
+		t.Error("Flags: want MAP_SHARED for 's', MAP_PRIVATE for 'p'")
+	}
+}
+
+func TestParseMapsErrors(t *testing.T) {
+	for _, in := range []string{
+		"zz-10 r-xp 0 00:00 0\n",
+		"10-20 r-x 0 00:00 0\n",
+		"10-20 r-xp 0 0000 0\n",
+		"10-20 r-xp 0 00:00\n",
+		"10-20 r-xp 0 00:00 x /a\n",
+		"10-20 r-xp 0 00:00 1 /" + strings.Repeat("a", 5000) + "\n",
+	} {
+		if _, err := ParseMaps(strings.NewReader(in)); err == nil {
+			t.Errorf("ParseMaps(%.40q) = nil error", in)
+		}
+	}
+}
+
+func TestReadMapsSelf(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := ParseMaps(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(b, []byte("\n")); len(maps) != n || n == 0 {
+		t.Errorf("%d mappings from %d lines", len(maps), n)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, m := range maps {
+		found = found || (m.Path == exe && m.Prot&4 != 0)
+	}
+	if !found {
+		t.Errorf("no executable mapping of %s", exe)
+	}
+}
+
+func TestGone(t *testing.T) {
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadMaps(cmd.Process.Pid); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("maps of an exited process: %v, want ErrNotExist", err)
+	}
+	if _, err := ReadComms(cmd.Process.Pid); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("comms of an exited process: %v, want ErrNotExist", err)
+	}
+}
+
+func TestPidsAndComms(t *testing.T) {
+	pids, err := Pids()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := os.Getpid()
+	var found bool
+	for i, p := range pids {
+		found = found || p == self
+		if i > 0 && pids[i-1] >= p {
+			t.Fatalf("pids not ascending at %d", i)
+		}
+	}
+	if !found {
+		t.Errorf("own pid %d not in %v", self, pids)
+	}
+	comms, err := ReadComms(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := comms[self]; c == "" || len(c) > 15 {
+		t.Errorf("own comm %q", c)
+	}
+}
+
+func FuzzParseMaps(f *testing.F) {
+	b, _ := os.ReadFile("testdata/maps.txt")
+	f.Add(b)
+	f.Add([]byte("10-20 r-xp 0 00:00 0 \n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		maps, err := ParseMaps(bytes.NewReader(in))
+		if err == nil && len(maps) > bytes.Count(in, []byte("\n"))+1 {
+			t.Fatalf("%d mappings from %d lines", len(maps), bytes.Count(in, []byte("\n"))+1)
+		}
+	})
+}

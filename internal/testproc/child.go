@@ -1,0 +1,220 @@
+package testproc
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Main becomes the helper process when the test binary was started by
+// Start, and returns at once otherwise.
+func Main() {
+	js, ok := os.LookupEnv(envSpec)
+	if !ok {
+		return
+	}
+	var spec Spec
+	if err := json.Unmarshal([]byte(js), &spec); err != nil {
+		fail(err)
+	}
+	c := &child{spec: spec}
+	if err := c.setUp(); err != nil {
+		fail(err)
+	}
+	for _, f := range c.files {
+		fmt.Printf("file %s\n", f)
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin) // until the parent closes stdin
+	runtime.KeepAlive(c)
+	os.Exit(0)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "testproc:", err)
+	os.Exit(2)
+}
+
+// child holds the mappings so they stay alive.
+type child struct {
+	spec  Spec
+	maps  [][]byte
+	files []string
+}
+
+const page = 4096
+
+func (c *child) setUp() error {
+	s := c.spec
+	steps := []struct {
+		on bool
+		fn func() error
+	}{
+		{s.LongPath, c.longPath},
+		{s.SpacePath, func() error {
+			return c.mapFile(filepath.Join(s.Dir, "dir with spaces", "lib with spaces.so"), 4, unix.PROT_READ|unix.PROT_EXEC, false)
+		}},
+		{s.Deleted, c.deleted},
+		{s.Memfd, c.memfd},
+		{s.AnonExec, c.anonExec},
+		{s.DataFile, c.dataFile},
+		{s.ManyVMAs > 0, c.manyVMAs},
+		{len(s.Threads) > 0, c.threads},
+	}
+	for _, st := range steps {
+		if !st.on {
+			continue
+		}
+		if err := st.fn(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile creates a file of n pages of a byte pattern.
+func writeFile(path string, n int) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, n*page)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// mapFile maps the whole of a new file of n pages with prot.
+func (c *child) mapFile(path string, n, prot int, shared bool) error {
+	f, err := writeFile(path, n)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	flags := unix.MAP_PRIVATE
+	if shared {
+		flags = unix.MAP_SHARED
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, n*page, prot, flags)
+	if err != nil {
+		return fmt.Errorf("mmap %s: %w", path, err)
+	}
+	c.maps = append(c.maps, m)
+	c.files = append(c.files, path)
+	return nil
+}
+
+func (c *child) longPath() error {
+	dir := c.spec.Dir
+	for i := 0; len(dir) < 320; i++ {
+		dir = filepath.Join(dir, fmt.Sprintf("%02d-%s", i, strings.Repeat("long", 20)))
+	}
+	path := filepath.Join(dir, "long-path-lib.so")
+	f, err := writeFile(path, 4)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, off := range []int64{0, page} {
+		m, err := unix.Mmap(int(f.Fd()), off, page, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
+		if err != nil {
+			return fmt.Errorf("mmap long path: %w", err)
+		}
+		c.maps = append(c.maps, m)
+	}
+	c.files = append(c.files, path)
+	return nil
+}
+
+func (c *child) deleted() error {
+	path := filepath.Join(c.spec.Dir, "deleted-lib.so")
+	if err := c.mapFile(path, 2, unix.PROT_READ|unix.PROT_EXEC, false); err != nil {
+		return err
+	}
+	return os.Remove(path)
+}
+
+func (c *child) memfd() error {
+	fd, err := unix.MemfdCreate("synth-test", 0)
+	if err != nil {
+		return fmt.Errorf("memfd_create: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, 4*page); err != nil {
+		return err
+	}
+	m, err := unix.Mmap(fd, 0, 4*page, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap memfd: %w", err)
+	}
+	c.maps = append(c.maps, m)
+	c.files = append(c.files, "/memfd:synth-test")
+	return nil
+}
+
+func (c *child) anonExec() error {
+	m, err := unix.Mmap(-1, 0, 4*page, unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return fmt.Errorf("mmap anonymous exec: %w", err)
+	}
+	m[0] = 0xc3 // touch it
+	c.maps = append(c.maps, m)
+	return nil
+}
+
+func (c *child) dataFile() error {
+	if err := c.mapFile(filepath.Join(c.spec.Dir, "data-ro.bin"), 2, unix.PROT_READ, false); err != nil {
+		return err
+	}
+	return c.mapFile(filepath.Join(c.spec.Dir, "data-shared.bin"), 2, unix.PROT_READ|unix.PROT_WRITE, true)
+}
+
+// manyVMAs maps one file of ManyVMAs pages and gives every other page
+// PROT_EXEC, so that each page is its own VMA with its own page offset.
+func (c *child) manyVMAs() error {
+	n := c.spec.ManyVMAs
+	path := filepath.Join(c.spec.Dir, "many-vmas.bin")
+	if err := c.mapFile(path, n, unix.PROT_READ, false); err != nil {
+		return err
+	}
+	m := c.maps[len(c.maps)-1]
+	for i := 1; i < n; i += 2 {
+		if err := unix.Mprotect(m[i*page:(i+1)*page], unix.PROT_READ|unix.PROT_EXEC); err != nil {
+			return fmt.Errorf("mprotect page %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// threads starts one locked OS thread per name and names it.
+func (c *child) threads() error {
+	errs := make(chan error)
+	for _, name := range c.spec.Threads {
+		go func() {
+			runtime.LockOSThread()
+			errs <- unix.Prctl(unix.PR_SET_NAME, uintptr(unsafePtr(name)), 0, 0, 0)
+			select {} // keep the thread, and its name, forever
+		}()
+	}
+	for range c.spec.Threads {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("name thread: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+// Package testproc starts helper processes with deliberately unusual
+// memory mappings, so that tests can compare a dump with /proc/PID/maps.
+//
+// The test binary re-executes itself as the helper: a test package that
+// uses testproc calls Main first thing in its TestMain:
+//
+//	func TestMain(m *testing.M) { testproc.Main(); os.Exit(m.Run()) }
+package testproc
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/synth-dev/synth/internal/procfs"
+)
+
+// envSpec carries the JSON Spec to the child.
+const envSpec = "SYNTH_TESTPROC"
+
+// Spec says which mappings the helper process makes.
+type Spec struct {
+	Dir       string   // where its files go (StartT uses t.TempDir())
+	LongPath  bool     // r-x file, path > 300 characters, at pgoff 0 and 1 page
+	SpacePath bool     // r-x file whose path holds spaces
+	Deleted   bool     // r-x file unlinked after mapping it
+	Memfd     bool     // r-x MAP_SHARED memfd "synth-test"
+	AnonExec  bool     // anonymous rwx memory
+	DataFile  bool     // r-- private and rw- shared file mappings
+	ManyVMAs  int      // at least this many extra, unmergeable VMAs
+	Threads   []string // extra threads, named so
+}
+
+// Proc is a running helper process.
+type Proc struct {
+	Pid   int
+	Spec  Spec
+	Files []string // files it mapped, as maps names them without " (deleted)"
+
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	once  sync.Once
+	err   error
+}
+
+// Start starts a helper process and waits until its mappings exist.
+func Start(spec Spec) (*Proc, error) {
+	if spec.Dir == "" {
+		return nil, errors.New("testproc: Spec.Dir is empty")
+	}
+	js, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), envSpec+"="+string(js))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start test process: %w", err)
+	}
+	p := &Proc{Pid: cmd.Process.Pid, Spec: spec, cmd: cmd, stdin: stdin}
+	ready := make(chan error, 1)
+	go func() { ready <- readReady(stdout, p) }()
+	select {
+	case err = <-ready:
+	case <-time.After(30 * time.Second):
+		err = errors.New("not ready after 30s")
+	}
+	if err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("test process: %w; stderr: %s", err, stderr.String())
+	}
+	return p, nil
+}
+
+// readReady reads the file list and the "ready" line.
+func readReady(r io.Reader, p *Proc) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "ready" {
+			return nil
+		}
+		if f, ok := strings.CutPrefix(line, "file "); ok {
+			p.Files = append(p.Files, f)
+		}
+	}
+	return fmt.Errorf("exited before ready: %v", sc.Err())
+}
+
+// StartT starts a helper for a test and stops it when the test ends.
+func StartT(t testing.TB, spec Spec) *Proc {
+	t.Helper()
+	if spec.Dir == "" {
+		spec.Dir = t.TempDir()
+	}
+	p, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop() })
+	return p
+}
+
+// Stop ends the process: it exits when its stdin closes, or is killed
+// after 5 s. Stop is idempotent.
+func (p *Proc) Stop() error {
+	p.once.Do(func() {
+		p.stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- p.cmd.Wait() }()
+		select {
+		case p.err = <-done:
+		case <-time.After(5 * time.Second):
+			p.cmd.Process.Kill()
+			p.err = <-done
+		}
+	})
+	return p.err
+}
+
+// Maps reads the process's /proc/PID/maps.
+func (p *Proc) Maps() ([]procfs.Mapping, error) { return procfs.ReadMaps(p.Pid) }
+
+// Comms reads the names of the process's threads.
+func (p *Proc) Comms() (map[int]string, error) { return procfs.ReadComms(p.Pid) }
+
+// RaiseMaxMapCount makes vm.max_map_count at least n for the test.
+func RaiseMaxMapCount(t testing.TB, n int) {
+	t.Helper()
+	const path = "/proc/sys/vm/max_map_count"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cur int
+	fmt.Sscan(string(b), &cur)
+	if cur >= n {
+		return
+	}
+	if err := os.WriteFile(path, []byte(fmt.Sprint(n)), 0); err != nil {
+		t.Fatalf("raise max_map_count: %v", err)
+	}
+	t.Cleanup(func() { os.WriteFile(path, b, 0) })
+}
