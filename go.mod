@@ -3,9 +3,9 @@ module github.com/synth-dev/synth
 go 1.26.8
 
 require (
-	github.com/cilium/ebpf v0.22.0 // indirect
-	github.com/elastic/go-perf v0.0.0-20260224073651-af0ee0c731b7 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	github.com/cilium/ebpf v0.22.0
+	github.com/elastic/go-perf v0.0.0-20260224073651-af0ee0c731b7
+	golang.org/x/sys v0.49.0
 )
 
 tool github.com/cilium/ebpf/cmd/bpf2go

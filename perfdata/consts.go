@@ -1,0 +1,86 @@
+package perfdata
+
+// Record types (enum perf_event_type, include/uapi/linux/perf_event.h, and
+// the user-space types of tools/lib/perf/include/perf/event.h).
+const (
+	RecordMmap          = 1
+	RecordLost          = 2
+	RecordComm          = 3
+	RecordExit          = 4
+	RecordFork          = 7
+	RecordSample        = 9
+	RecordMmap2         = 10
+	RecordHeaderAttr    = 64
+	RecordHeaderBuildID = 67
+	RecordFinishedRound = 68
+	RecordIDIndex       = 69
+	RecordHeaderFeature = 80
+	RecordFinishedInit  = 82
+)
+
+// perf_event_header.misc bits.
+const (
+	MiscKernel      = 1 << 0
+	MiscUser        = 1 << 1
+	MiscMmapData    = 1 << 13 // on MMAP/MMAP2: not executable
+	MiscCommExec    = 1 << 13 // on COMM: the name changed by exec
+	MiscMmapBuildID = 1 << 14 // on MMAP2: build-id form of the union
+	MiscBuildIDSize = 1 << 15 // on HEADER_BUILD_ID: the size byte is valid
+)
+
+// perf_event_attr.sample_type bits (enum perf_event_sample_format).
+const (
+	SampleIP         = 1 << 0
+	SampleTID        = 1 << 1
+	SampleTime       = 1 << 2
+	SampleAddr       = 1 << 3
+	SampleRead       = 1 << 4
+	SampleCallchain  = 1 << 5
+	SampleTypeID     = 1 << 6 // PERF_SAMPLE_ID (SampleID is the trailer type)
+	SampleCPU        = 1 << 7
+	SamplePeriod     = 1 << 8
+	SampleStreamID   = 1 << 9
+	SampleRaw        = 1 << 10
+	SampleIdentifier = 1 << 16
+)
+
+// perf_event_attr flag bits: the bitfield word after read_format.
+const (
+	AttrDisabled      = 1 << 0
+	AttrInherit       = 1 << 1
+	AttrExcludeKernel = 1 << 5
+	AttrExcludeHV     = 1 << 6
+	AttrMmap          = 1 << 8
+	AttrComm          = 1 << 9
+	AttrFreq          = 1 << 10
+	AttrTask          = 1 << 13
+	AttrWatermark     = 1 << 14
+	AttrMmapData      = 1 << 17
+	AttrSampleIDAll   = 1 << 18
+	AttrExcludeGuest  = 1 << 20
+	AttrMmap2         = 1 << 23
+	AttrCommExec      = 1 << 24
+	AttrUseClockID    = 1 << 25
+	AttrKsymbol       = 1 << 29
+	AttrBPFEvent      = 1 << 30
+	AttrBuildID       = 1 << 34
+)
+
+// Feature section ids (tools/perf/util/header.h, perf 6.1).
+const (
+	FeatTracingData = 1
+	FeatBuildID     = 2
+	FeatHostname    = 3
+	FeatOSRelease   = 4
+	FeatVersion     = 5
+	FeatArch        = 6
+	FeatNrCPUs      = 7
+	FeatCPUDesc     = 8
+	FeatCPUID       = 9
+	FeatTotalMem    = 10
+	FeatCmdline     = 11
+	FeatEventDesc   = 12
+	// FeatLast is HEADER_LAST_FEATURE of perf 6.1: the bound of the
+	// feature bitmap perf reads, and the id of the pipe-mode end marker.
+	FeatLast = 32
+)

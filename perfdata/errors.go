@@ -1,0 +1,17 @@
+package perfdata
+
+import "fmt"
+
+// FormatError reports malformed perf.data input at a byte offset.
+type FormatError struct {
+	Off int64
+	Msg string
+}
+
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("perfdata: %s at offset %d", e.Msg, e.Off)
+}
+
+func errorf(off int64, format string, args ...any) error {
+	return &FormatError{Off: off, Msg: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,123 @@
+package perfdata
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Feature is one feature section: its id (Feat*) and its body, encoded
+// as in a perf.data file (tools/perf/util/header.c).
+type Feature struct {
+	ID   int
+	Data []byte
+}
+
+// nameAlign is NAME_ALIGN of tools/perf/util/header.h: perf strings and
+// build-id file names are padded to it.
+const nameAlign = 64
+
+// appendPerfString appends struct perf_header_string: u32 len, then the
+// string NUL-padded to len, len a multiple of 64 that holds the NUL.
+func appendPerfString(b []byte, s string) []byte {
+	n := (len(s) + 1 + nameAlign - 1) / nameAlign * nameAlign
+	b = le.AppendUint32(b, uint32(n))
+	b = append(b, s...)
+	return append(b, make([]byte, n-len(s))...)
+}
+
+// StringFeature is a feature whose body is one perf string (HOSTNAME,
+// OSRELEASE, VERSION, ARCH, CPUDESC, CPUID).
+func StringFeature(id int, s string) Feature {
+	return Feature{ID: id, Data: appendPerfString(nil, s)}
+}
+
+// NrCPUsFeature is HEADER_NRCPUS: u32 nr_cpus_avail, u32 nr_cpus_online.
+func NrCPUsFeature(avail, online uint32) Feature {
+	return Feature{ID: FeatNrCPUs, Data: le.AppendUint32(le.AppendUint32(nil, avail), online)}
+}
+
+// CmdlineFeature is HEADER_CMDLINE: u32 nr, then nr perf strings.
+func CmdlineFeature(args []string) Feature {
+	b := le.AppendUint32(nil, uint32(len(args)))
+	for _, a := range args {
+		b = appendPerfString(b, a)
+	}
+	return Feature{ID: FeatCmdline, Data: b}
+}
+
+// EventDesc describes one event for HEADER_EVENT_DESC.
+type EventDesc struct {
+	Attr Attr
+	Name string
+	IDs  []uint64
+}
+
+// EventDescFeature is HEADER_EVENT_DESC: u32 nr, u32 attr_size, then per
+// event: attr, u32 nr_ids, perf string name, u64 ids[nr_ids].
+func EventDescFeature(descs []EventDesc) Feature {
+	b := le.AppendUint32(nil, uint32(len(descs)))
+	b = le.AppendUint32(b, AttrSize)
+	for _, d := range descs {
+		b = d.Attr.Append(b)
+		b = le.AppendUint32(b, uint32(len(d.IDs)))
+		b = appendPerfString(b, d.Name)
+		for _, id := range d.IDs {
+			b = le.AppendUint64(b, id)
+		}
+	}
+	return Feature{ID: FeatEventDesc, Data: b}
+}
+
+// HostFeatures describes this host as perf record does: HOSTNAME,
+// OSRELEASE, VERSION (synth's module version, where perf writes its
+// own), ARCH, NRCPUS and CMDLINE.
+func HostFeatures(cmdline []string) []Feature {
+	var uts unix.Utsname
+	_ = unix.Uname(&uts) // cannot fail; zero fields read as ""
+	host, _ := os.Hostname()
+	online := uint32(runtime.NumCPU())
+	avail := uint32(countCPUs("/sys/devices/system/cpu/present", int(online)))
+	return []Feature{
+		StringFeature(FeatHostname, host),
+		StringFeature(FeatOSRelease, unix.ByteSliceToString(uts.Release[:])),
+		StringFeature(FeatVersion, version()),
+		StringFeature(FeatArch, unix.ByteSliceToString(uts.Machine[:])),
+		NrCPUsFeature(max(avail, online), online),
+		CmdlineFeature(cmdline),
+	}
+}
+
+// version is the synth module's version, as the VERSION feature.
+func version() string {
+	v := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		v = bi.Main.Version
+	}
+	return "synth " + v
+}
+
+// countCPUs counts the CPUs of a sysfs cpu list ("0-3,5"), or returns def.
+func countCPUs(path string, def int) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return def
+	}
+	n := 0
+	for _, r := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		var lo, hi int
+		if _, err := fmt.Sscanf(r, "%d-%d", &lo, &hi); err == nil {
+			n += hi - lo + 1
+		} else if _, err := fmt.Sscanf(r, "%d", &lo); err == nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return def
+	}
+	return n
+}

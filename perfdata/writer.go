@@ -1,0 +1,182 @@
+package perfdata
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+)
+
+// perf.data file header layout (struct perf_file_header,
+// tools/perf/util/header.h).
+const (
+	magic          = "PERFILE2"
+	fileHeaderSize = 104
+	pipeHeaderSize = 16
+	sectionSize    = 16 // struct perf_file_section: u64 offset, size
+	fileAttrSize   = AttrSize + sectionSize
+	featBits       = 256 // HEADER_FEAT_BITS
+)
+
+// WriterAttr is one event of the file: its attr, the name perf shows and
+// the sample ids that select it.
+type WriterAttr struct {
+	Attr Attr
+	Name string
+	IDs  []uint64
+}
+
+// WriterOptions configure NewWriter.
+type WriterOptions struct {
+	Attrs    []WriterAttr // at least one
+	Features []Feature
+	// Pipe forces pipe mode (true) or file mode (false). nil chooses as
+	// `perf record` does: file mode for a regular file positioned at its
+	// start, pipe mode for anything else.
+	Pipe *bool
+}
+
+// Writer writes perf.data. In file mode (an io.WriteSeeker) the header
+// is written first with an empty data section and patched by Close,
+// followed by the feature sections; in pipe mode every attr and feature
+// becomes a record ahead of the data. Write errors are sticky.
+type Writer struct {
+	out      io.Writer
+	bw       *bufio.Writer
+	pipe     bool
+	attrs    []WriterAttr
+	features []Feature
+	dataOff  int64
+	dataSize int64
+	buildIDs []byte // file mode: the HEADER_BUILD_ID section
+	err      error
+	closed   bool
+}
+
+// NewWriter starts a perf.data on out. out is not closed by the Writer.
+func NewWriter(out io.Writer, opts WriterOptions) (*Writer, error) {
+	if len(opts.Attrs) == 0 {
+		return nil, errors.New("perf.data needs at least one attr")
+	}
+	w := &Writer{out: out, bw: bufio.NewWriterSize(out, 256<<10)}
+	w.attrs = slices.Clone(opts.Attrs)
+	for i := range w.attrs {
+		if len(w.attrs[i].IDs) == 0 {
+			w.attrs[i].IDs = []uint64{uint64(i + 1)}
+		}
+	}
+	w.features = slices.Clone(opts.Features)
+	if !hasFeature(w.features, FeatEventDesc) {
+		w.features = append(w.features, w.eventDesc())
+	}
+	if opts.Pipe != nil {
+		w.pipe = *opts.Pipe
+	} else {
+		w.pipe = !seekableFile(out)
+	}
+	if !w.pipe {
+		if _, ok := out.(io.WriteSeeker); !ok {
+			return nil, errors.New("file mode needs an io.WriteSeeker")
+		}
+		return w, w.startFile()
+	}
+	return w, w.startPipe()
+}
+
+// seekableFile reports whether out is a regular file at offset 0.
+func seekableFile(out io.Writer) bool {
+	f, ok := out.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	off, err := f.Seek(0, io.SeekCurrent)
+	return err == nil && off == 0
+}
+
+func hasFeature(fs []Feature, id int) bool {
+	return slices.ContainsFunc(fs, func(f Feature) bool { return f.ID == id })
+}
+
+func (w *Writer) eventDesc() Feature {
+	descs := make([]EventDesc, len(w.attrs))
+	for i, a := range w.attrs {
+		descs[i] = EventDesc{Attr: a.Attr, Name: a.Name, IDs: a.IDs}
+	}
+	return EventDescFeature(descs)
+}
+
+// Pipe reports whether the writer is in pipe mode.
+func (w *Writer) Pipe() bool { return w.pipe }
+
+func (w *Writer) write(b []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if _, err := w.bw.Write(b); err != nil {
+		w.err = fmt.Errorf("write perf.data: %w", err)
+	}
+	return w.err
+}
+
+// WriteRecord appends a complete record (header.size == len(rec)).
+func (w *Writer) WriteRecord(rec []byte) error {
+	if w.closed {
+		return errors.New("write perf.data: writer closed")
+	}
+	h, err := ParseHeader(rec)
+	if err != nil || int(h.Size) != len(rec) {
+		return fmt.Errorf("write perf.data: malformed record of %d bytes", len(rec))
+	}
+	w.dataSize += int64(len(rec))
+	return w.write(rec)
+}
+
+// AddFeature adds a feature: in file mode it is written by Close, in
+// pipe mode at once, as a HEADER_FEATURE record.
+func (w *Writer) AddFeature(f Feature) error {
+	if w.pipe {
+		return w.write(featureRecord(nil, f))
+	}
+	w.features = append(w.features, f)
+	return nil
+}
+
+// WriteBuildIDs records build IDs so that perf buildid-list finds them:
+// in file mode in the HEADER_BUILD_ID section, in pipe mode as
+// PERF_RECORD_HEADER_BUILD_ID records, written at once.
+func (w *Writer) WriteBuildIDs(evs []BuildIDEvent) error {
+	for i := range evs {
+		if w.pipe {
+			if err := w.write(evs[i].Append(nil)); err != nil {
+				return err
+			}
+			continue
+		}
+		w.buildIDs = evs[i].Append(w.buildIDs)
+	}
+	return nil
+}
+
+// Close flushes the records and, in file mode, writes the feature
+// sections and patches the header. It does not close the output.
+func (w *Writer) Close() error {
+	if w.closed {
+		return w.err
+	}
+	w.closed = true
+	if !w.pipe && w.err == nil {
+		w.finishFile()
+	}
+	if w.err == nil {
+		if err := w.bw.Flush(); err != nil {
+			w.err = fmt.Errorf("write perf.data: %w", err)
+		}
+	}
+	return w.err
+}
