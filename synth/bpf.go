@@ -1,0 +1,211 @@
+package synth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/rlimit"
+	synthbpf "github.com/synth-dev/synth/bpf"
+)
+
+// paceUnit mirrors SYNTH_PACE_UNIT in bpf/synth.h: the programs write one
+// byte into the iterator's seq_file per paceUnit bytes of records.
+const paceUnit = 64
+
+// maxRecordBytes bounds one emitted sample: struct synth_mmap2 with a
+// PATH_MAX name, plus the sample's own header and fields.
+const maxRecordBytes = hdrSize + 8 + 56 + 4096 + 32
+
+// cfgData mirrors SYNTH_CFG_DATA.
+const cfgData = 1
+
+// BPF synthesizes records with BPF iterators. It holds the loaded programs
+// and the per-CPU rings, and can run any number of dumps, one at a time.
+type BPF struct {
+	opts  Options
+	objs  synthbpf.SynthObjects
+	rings *rings
+	gen   uint64
+	gate  *gateVMA // the [vsyscall] area /proc shows for every process
+	lost  uint64   // synth_lost already accounted for
+	// readBuf is the bounded buffer iterator reads go through.
+	readBuf []byte
+	round   round
+}
+
+// NewBPF checks privileges, loads the iterator programs and opens the
+// rings. Missing privileges give a *PermissionError.
+func NewBPF(opts Options) (*BPF, error) {
+	if err := checkCaps(); err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("remove memlock limit: %w", err)
+	}
+	b := &BPF{opts: opts}
+	if err := synthbpf.LoadSynthObjects(&b.objs, nil); err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, &PermissionError{Op: "load BPF programs", Err: err}
+		}
+		return nil, fmt.Errorf("load BPF programs: %w", err)
+	}
+	r, err := openRings(opts.RingPages, b.objs.Events)
+	if err != nil {
+		b.objs.Close()
+		return nil, err
+	}
+	b.rings = r
+	b.readBuf = make([]byte, readBudget(r.size))
+	b.gate, err = findGateVMA()
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// readBudget is the iterator read size that keeps one read's records
+// within half a ring, whichever CPUs they land on. bpf_seq_read stops
+// after the object that crosses the requested size, and an object emits
+// at most two records.
+func readBudget(ringBytes int) int {
+	n := ringBytes/2/paceUnit - 2*((maxRecordBytes+paceUnit-1)/paceUnit)
+	// The iterator's seq_file buffer is 32 KiB: stay well inside it so
+	// that an object's output never overflows and gets replayed.
+	return min(n, 16<<10)
+}
+
+// Close releases the programs and rings. It is safe to call twice.
+func (b *BPF) Close() error {
+	var errs []error
+	if b.rings != nil {
+		errs = append(errs, b.rings.Close())
+		b.rings = nil
+	}
+	errs = append(errs, b.objs.Close())
+	b.objs = synthbpf.SynthObjects{}
+	return errors.Join(errs...)
+}
+
+// Dump synthesizes the state of the host (or of opts.Pids) and hands every
+// record, with its sample_id_all trailer, to emit, in perf's order: kernel
+// maps, then for each process its threads' FORK and COMM records and its
+// MMAP2 records. rec is only valid during the call.
+func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
+	if b.rings == nil {
+		return Stats{}, os.ErrClosed
+	}
+	d := newDump(b.opts, emit, b.gate)
+	d.stats.Method = "bpf"
+	b.gen++
+	if err := b.configure(); err != nil {
+		return d.stats, err
+	}
+	if !b.opts.NoKernel {
+		if err := d.kernelMaps(); err != nil {
+			return d.stats, err
+		}
+	}
+	if err := b.pass(ctx, d, b.objs.DumpTask, b.opts.Pids, d.addTask); err != nil {
+		return d.stats, err
+	}
+	live := d.tasksDone(b.opts.Pids)
+	if err := b.pass(ctx, d, b.objs.DumpVma, live, d.addVMA); err != nil {
+		return d.stats, err
+	}
+	if err := d.finish(); err != nil {
+		return d.stats, err
+	}
+	var lost uint64
+	if err := b.objs.SynthLost.Get(&lost); err != nil {
+		return d.stats, fmt.Errorf("read lost count: %w", err)
+	}
+	d.stats.Lost += lost - b.lost
+	b.lost = lost
+	return d.finishStats(), nil
+}
+
+func (b *BPF) configure() error {
+	var flags uint32
+	if b.opts.Data {
+		flags |= cfgData
+	}
+	if err := b.objs.SynthGen.Set(b.gen); err != nil {
+		return fmt.Errorf("set generation: %w", err)
+	}
+	if err := b.objs.SynthFlags.Set(flags); err != nil {
+		return fmt.Errorf("set flags: %w", err)
+	}
+	return b.objs.LastTid.Set(uint32(0))
+}
+
+// pass runs one iterator program over every task, or over each of pids,
+// feeding its records to add in emission order.
+func (b *BPF) pass(ctx context.Context, d *dump, prog *ebpf.Program, pids []int, add func([]byte) error) error {
+	if len(b.opts.Pids) == 0 {
+		return b.runIter(ctx, d, prog, 0, add)
+	}
+	for _, pid := range pids {
+		err := b.runIter(ctx, d, prog, pid, add)
+		if errors.Is(err, errNoProcess) {
+			d.skip(pid)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runIter reads one iterator instance with bounded reads, draining every
+// ring after each read so that no ring can overflow.
+func (b *BPF) runIter(ctx context.Context, d *dump, prog *ebpf.Program, pid int, add func([]byte) error) error {
+	it, err := openIter(prog, pid)
+	if err != nil {
+		return fmt.Errorf("open %s iterator: %w", prog, err)
+	}
+	defer it.Close()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, rerr := it.Read(b.readBuf)
+		d.stats.Reads++
+		if err := b.deliver(d, add); err != nil {
+			return err
+		}
+		if rerr == io.EOF || (rerr == nil && n == 0) {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("read %s iterator: %w", prog, rerr)
+		}
+	}
+}
+
+// deliver drains the rings and hands the current generation's records to
+// add in emission order.
+func (b *BPF) deliver(d *dump, add func([]byte) error) error {
+	r := &b.round
+	r.reset()
+	if err := b.rings.drain(r.add); err != nil {
+		return err
+	}
+	d.stats.Lost += r.lost
+	r.lost = 0
+	for _, rec := range r.sorted() {
+		if rec.gen != b.gen {
+			d.stats.Stale++
+			continue
+		}
+		if err := add(r.bytes(rec)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,315 @@
+package synth_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
+	"github.com/synth-dev/synth/perfdata"
+	"github.com/synth-dev/synth/synth"
+)
+
+func TestMain(m *testing.M) {
+	testproc.Main()
+	os.Exit(m.Run())
+}
+
+// mapKey is what /proc/PID/maps says about a mapping, and what the dump
+// must say about it.
+type mapKey struct {
+	pid                    uint32
+	start, end, pgoff      uint64
+	prot, shared, maj, min uint32
+	ino                    uint64
+	path                   string
+}
+
+func (k mapKey) String() string {
+	return fmt.Sprintf("%d %x-%x %x prot=%d shared=%d %x:%x %d %q",
+		k.pid, k.start, k.end, k.pgoff, k.prot, k.shared, k.maj, k.min, k.ino, k.path)
+}
+
+// procKeys reads what /proc/PID/maps says, keeping executable mappings
+// only unless data is set. An anonymous mapping is named "//anon", as
+// perf names it.
+func procKeys(t *testing.T, pid int, data bool) []mapKey {
+	t.Helper()
+	maps, err := procfs.ReadMaps(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []mapKey
+	for _, m := range maps {
+		if m.Prot&4 == 0 && !data {
+			continue
+		}
+		k := mapKey{pid: uint32(pid), start: m.Start, end: m.End, pgoff: m.Pgoff,
+			prot: m.Prot, maj: m.Maj, min: m.Min, ino: m.Ino, path: m.Path}
+		if m.Shared {
+			k.shared = 1
+		}
+		if k.path == "" {
+			k.path = "//anon"
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// dumped is one dump's records, decoded.
+type dumped struct {
+	stats  synth.Stats
+	types  []uint32 // record types in output order
+	pids   []uint32 // pid of each record
+	maps   []mapKey
+	misc   []uint16 // misc of each MMAP2, parallel to maps
+	comms  map[uint32]string
+	forks  map[uint32]uint32 // tid -> pid
+	kernel []perfdata.Mmap
+}
+
+func runDump(t *testing.T, opts synth.Options) *dumped {
+	t.Helper()
+	testenv.Root(t)
+	b, err := synth.NewBPF(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st := opts.SampleType
+	if st == 0 {
+		st = synth.DefaultSampleType
+	}
+	d := &dumped{comms: map[uint32]string{}, forks: map[uint32]uint32{}}
+	d.stats, err = b.Dump(context.Background(), func(rec []byte) error {
+		return d.add(rec, st)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.stats.Lost != 0 {
+		t.Errorf("%d records lost", d.stats.Lost)
+	}
+	return d
+}
+
+func (d *dumped) add(rec []byte, sampleType uint64) error {
+	typ := binary.NativeEndian.Uint32(rec)
+	d.types = append(d.types, typ)
+	switch typ {
+	case perfdata.RecordMmap2:
+		m, _, err := perfdata.ParseMmap2(rec, sampleType)
+		if err != nil {
+			return err
+		}
+		k := mapKey{pid: m.Pid, start: m.Addr, end: m.Addr + m.Len, pgoff: m.Pgoff,
+			prot: m.Prot, maj: m.Maj, min: m.Min, ino: m.Ino, path: m.Filename}
+		if m.Flags&1 != 0 {
+			k.shared = 1
+		}
+		d.maps = append(d.maps, k)
+		d.misc = append(d.misc, m.Misc)
+		d.pids = append(d.pids, m.Pid)
+	case perfdata.RecordComm:
+		c, _, err := perfdata.ParseComm(rec, sampleType)
+		if err != nil {
+			return err
+		}
+		d.comms[c.Tid] = c.Comm
+		d.pids = append(d.pids, c.Pid)
+	case perfdata.RecordFork:
+		f, _, err := perfdata.ParseFork(rec, sampleType)
+		if err != nil {
+			return err
+		}
+		d.forks[f.Tid] = f.Pid
+		d.pids = append(d.pids, f.Pid)
+	case perfdata.RecordMmap:
+		m, _, err := perfdata.ParseMmap(rec, sampleType)
+		if err != nil {
+			return err
+		}
+		d.kernel = append(d.kernel, m)
+		d.pids = append(d.pids, m.Pid)
+	default:
+		return fmt.Errorf("unexpected record type %d", typ)
+	}
+	return nil
+}
+
+// of returns the mappings of process pid.
+func (d *dumped) of(pid int) []mapKey {
+	var keys []mapKey
+	for _, k := range d.maps {
+		if k.pid == uint32(pid) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// sameMaps reports the difference between two mapping lists: entries
+// missing from got, extra in got, and entries got holds twice.
+func sameMaps(want, got []mapKey) []string {
+	var diff []string
+	count := map[mapKey]int{}
+	for _, k := range got {
+		count[k]++
+		if count[k] == 2 {
+			diff = append(diff, "twice: "+k.String())
+		}
+	}
+	wantSet := map[mapKey]bool{}
+	for _, k := range want {
+		wantSet[k] = true
+		if count[k] == 0 {
+			diff = append(diff, "missing: "+k.String())
+		}
+	}
+	for _, k := range got {
+		if !wantSet[k] {
+			diff = append(diff, "extra: "+k.String())
+		}
+	}
+	return diff
+}
+
+// checkProc compares a dump with /proc/PID/maps and the task comms,
+// read before and after it: the test process is idle, so they agree.
+func checkProc(t *testing.T, p *testproc.Proc, d *dumped, data bool) {
+	t.Helper()
+	want := procKeys(t, p.Pid, data)
+	if diff := sameMaps(want, d.of(p.Pid)); len(diff) > 0 {
+		if len(diff) > 20 {
+			diff = append(diff[:20], fmt.Sprintf("... %d more", len(diff)-20))
+		}
+		t.Errorf("pid %d: dump differs from /proc/%d/maps:\n%s", p.Pid, p.Pid, strings.Join(diff, "\n"))
+	}
+	comms, err := p.Comms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tid, comm := range comms {
+		if got, ok := d.comms[uint32(tid)]; !ok || got != comm {
+			t.Errorf("tid %d: COMM %q, /proc says %q", tid, got, comm)
+		}
+		if tid == p.Pid {
+			continue
+		}
+		if pid, ok := d.forks[uint32(tid)]; !ok || pid != uint32(p.Pid) {
+			t.Errorf("tid %d: no FORK from process %d", tid, p.Pid)
+		}
+	}
+}
+
+var everything = testproc.Spec{
+	LongPath: true, SpacePath: true, Deleted: true, Memfd: true, AnonExec: true,
+	DataFile: true, ManyVMAs: 5000,
+	Threads: []string{"synth-a", "synth b worker"},
+}
+
+func TestDumpMatchesProc(t *testing.T) {
+	testenv.Root(t)
+	p := testproc.StartT(t, everything)
+	for _, data := range []bool{false, true} {
+		t.Run(fmt.Sprintf("data=%v", data), func(t *testing.T) {
+			d := runDump(t, synth.Options{Pids: []int{p.Pid}, Data: data})
+			checkProc(t, p, d, data)
+			if n := len(d.of(p.Pid)); data && n < 5000 {
+				t.Errorf("only %d mappings with --data, want >= 5000", n)
+			}
+			checkMisc(t, d)
+		})
+	}
+}
+
+// checkMisc checks the misc bits perf gives user maps: USER, and
+// MMAP_DATA on the non-executable ones.
+func checkMisc(t *testing.T, d *dumped) {
+	t.Helper()
+	for i, k := range d.maps {
+		want := uint16(perfdata.MiscUser)
+		if k.prot&4 == 0 {
+			want |= perfdata.MiscMmapData
+		}
+		if d.misc[i] != want {
+			t.Errorf("%v: misc %#x, want %#x", k, d.misc[i], want)
+		}
+	}
+}
+
+// A whole-host dump holds the test processes exactly as a pid-scoped one,
+// in perf's order, and loses nothing even with the smallest rings.
+func TestDumpHost(t *testing.T) {
+	testenv.Root(t)
+	p := testproc.StartT(t, everything)
+	for _, pages := range []int{0, synth.MinRingPages} {
+		t.Run(fmt.Sprintf("ring-pages=%d", pages), func(t *testing.T) {
+			d := runDump(t, synth.Options{Data: true, RingPages: pages})
+			checkProc(t, p, d, true)
+			checkOrder(t, d)
+			if d.stats.Processes < 2 || d.stats.Mappings < 5000 {
+				t.Errorf("stats %+v: too few processes or mappings", d.stats)
+			}
+			t.Logf("%+v", d.stats)
+		})
+	}
+}
+
+// checkOrder checks perf's order: kernel maps first, then per process its
+// COMM/FORK records and its MMAP2 records, pids ascending.
+func checkOrder(t *testing.T, d *dumped) {
+	t.Helper()
+	if len(d.kernel) == 0 {
+		t.Fatal("no kernel map")
+	}
+	k := d.kernel[0]
+	if k.Filename != "[kernel.kallsyms]_text" || k.Pid != ^uint32(0) || k.Misc != perfdata.MiscKernel || k.Len == 0 {
+		t.Errorf("kernel map %+v, want [kernel.kallsyms]_text, pid -1, misc KERNEL", k)
+	}
+	for i, typ := range d.types {
+		if typ == perfdata.RecordMmap && i >= len(d.kernel) {
+			t.Fatalf("kernel map at record %d, after process records", i)
+		}
+	}
+	var prev uint32
+	sawMmap := map[uint32]bool{}
+	for i, pid := range d.pids[len(d.kernel):] {
+		typ := d.types[len(d.kernel)+i]
+		if pid < prev {
+			t.Fatalf("record %d: pid %d after pid %d", i, pid, prev)
+		}
+		prev = pid
+		if typ == perfdata.RecordMmap2 {
+			sawMmap[pid] = true
+		} else if sawMmap[pid] {
+			t.Fatalf("record %d: type %d of pid %d after its MMAP2 records", i, typ, pid)
+		}
+	}
+}
+
+// Dumping a process that is gone skips it; the others are dumped.
+func TestDumpGoneProcess(t *testing.T) {
+	testenv.Root(t)
+	p := testproc.StartT(t, testproc.Spec{})
+	gone := testproc.StartT(t, testproc.Spec{})
+	gonePid := gone.Pid
+	if err := gone.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	d := runDump(t, synth.Options{Pids: []int{gonePid, p.Pid}})
+	if d.stats.Skipped != 1 {
+		t.Errorf("skipped %d processes, want 1", d.stats.Skipped)
+	}
+	if slices.Contains(d.pids, uint32(gonePid)) {
+		t.Errorf("records of exited process %d", gonePid)
+	}
+	checkProc(t, p, d, false)
+}

@@ -1,0 +1,33 @@
+package synth_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/synth-dev/synth/synth"
+)
+
+// Dump the executable mappings of this process into a perf.data file that
+// `perf script --show-mmap-events` reads. It needs CAP_BPF and
+// CAP_PERFMON, so it is compiled but not run by go test.
+func Example() {
+	b, err := synth.NewBPF(synth.Options{Pids: []int{os.Getpid()}})
+	if err != nil {
+		fmt.Println(err) // e.g. missing CAP_BPF
+		return
+	}
+	defer b.Close()
+	f, err := os.Create("perf.data")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer f.Close()
+	st, err := b.WritePerfData(context.Background(), f, synth.WriteOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(st.Mappings > 0, st.Lost)
+}

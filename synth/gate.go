@@ -1,0 +1,98 @@
+package synth
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// gateVMA is the vsyscall page. /proc/PID/maps lists it for every 64-bit
+// process (fs/proc/task_mmu.c, via get_gate_vma()), but it is not in any
+// mm's VMA tree, so no VMA iterator sees it: the dump adds it to every
+// process the way /proc reports it. It is read once from /proc/self/maps;
+// it is the same for all 64-bit processes.
+type gateVMA struct {
+	start, end uint64
+	prot       uint32
+}
+
+// Values of PROT_* and MAP_* (include/uapi/asm-generic/mman-common.h).
+const (
+	protRead    = 1
+	protWrite   = 2
+	protExec    = 4
+	mapShared   = 1
+	mapPrivate  = 2
+	gateVMAName = "[vsyscall]"
+)
+
+// findGateVMA returns the gate area of this process, or nil when the
+// kernel has none (vsyscall=none).
+func findGateVMA() (*gateVMA, error) {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return nil, fmt.Errorf("find gate area: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 8192), 64<<10)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasSuffix(line, []byte(" "+gateVMAName)) {
+			continue
+		}
+		return parseGateLine(line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("find gate area: %w", err)
+	}
+	return nil, nil
+}
+
+// parseGateLine reads "start-end perms ..." from a maps line.
+func parseGateLine(line []byte) (*gateVMA, error) {
+	fields := bytes.Fields(line)
+	if len(fields) < 2 {
+		return nil, fmt.Errorf("find gate area: malformed line %q", line)
+	}
+	lo, hi, ok := bytes.Cut(fields[0], []byte("-"))
+	start, err1 := strconv.ParseUint(string(lo), 16, 64)
+	end, err2 := strconv.ParseUint(string(hi), 16, 64)
+	if !ok || err1 != nil || err2 != nil || end <= start || len(fields[1]) < 3 {
+		return nil, fmt.Errorf("find gate area: malformed line %q", line)
+	}
+	g := &gateVMA{start: start, end: end}
+	perms := fields[1]
+	if perms[0] == 'r' {
+		g.prot |= protRead
+	}
+	if perms[1] == 'w' {
+		g.prot |= protWrite
+	}
+	if perms[2] == 'x' {
+		g.prot |= protExec
+	}
+	return g, nil
+}
+
+// append encodes the gate area of process pid as an MMAP2 record.
+func (g *gateVMA) append(b []byte, pid uint32, sampleType uint64) []byte {
+	m := perfdata.Mmap2{
+		Misc:     perfdata.MiscUser,
+		Pid:      pid,
+		Tid:      pid,
+		Addr:     g.start,
+		Len:      g.end - g.start,
+		Prot:     g.prot,
+		Flags:    mapPrivate,
+		Filename: gateVMAName,
+	}
+	if g.prot&protExec == 0 {
+		m.Misc |= perfdata.MiscMmapData
+	}
+	return m.Append(b, sampleType, &perfdata.SampleID{Pid: pid, Tid: pid})
+}

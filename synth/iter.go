@@ -1,0 +1,97 @@
+package synth
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// errNoProcess reports that a pid-scoped iterator could not be created
+// because the process is gone.
+var errNoProcess = errors.New("no such process")
+
+// openIter attaches prog as a seq_file iterator and opens one instance of
+// it. pid 0 walks every task; otherwise only the threads of process pid.
+func openIter(prog *ebpf.Program, pid int) (io.ReadCloser, error) {
+	var (
+		it  *link.Iter
+		err error
+	)
+	if pid == 0 {
+		it, err = link.AttachIter(link.IterOptions{Program: prog})
+	} else {
+		it, err = attachTaskIter(prog, pid)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The instance holds its own reference to the link.
+	defer it.Close()
+	return it.Open()
+}
+
+// bpfIterLinkInfoTask mirrors the task member of union bpf_iter_link_info
+// (include/uapi/linux/bpf.h); the union is 16 bytes.
+type bpfIterLinkInfoTask struct {
+	Tid   uint32
+	Pid   uint32
+	PidFd uint32
+	_     uint32
+}
+
+// bpfLinkCreateIterAttr mirrors the BPF_LINK_CREATE member of union
+// bpf_attr for iterators (include/uapi/linux/bpf.h).
+type bpfLinkCreateIterAttr struct {
+	ProgFd      uint32
+	TargetFd    uint32
+	AttachType  uint32
+	Flags       uint32
+	IterInfo    uint64
+	IterInfoLen uint32
+	_           [36]byte
+}
+
+const (
+	bpfLinkCreate = 28 // enum bpf_cmd BPF_LINK_CREATE
+	bpfTraceIter  = 28 // enum bpf_attach_type BPF_TRACE_ITER
+)
+
+// attachTaskIter links a task or task_vma iterator to the threads of one
+// process. cilium/ebpf's link.AttachIter has no task parameter, so the
+// link is created here and handed to cilium/ebpf.
+func attachTaskIter(prog *ebpf.Program, pid int) (*link.Iter, error) {
+	// Heap-allocated: Go's heap does not move, and the kernel reads it
+	// through a pointer stored as an integer.
+	info := &bpfIterLinkInfoTask{Pid: uint32(pid)}
+	attr := &bpfLinkCreateIterAttr{
+		ProgFd:      uint32(prog.FD()),
+		AttachType:  bpfTraceIter,
+		IterInfo:    uint64(uintptr(unsafe.Pointer(info))),
+		IterInfoLen: uint32(unsafe.Sizeof(*info)),
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, bpfLinkCreate,
+		uintptr(unsafe.Pointer(attr)), unsafe.Sizeof(*attr))
+	runtime.KeepAlive(info)
+	if errno != 0 {
+		if errno == unix.ESRCH || errno == unix.ENOENT {
+			return nil, fmt.Errorf("pid %d: %w", pid, errNoProcess)
+		}
+		return nil, fmt.Errorf("link iterator to pid %d: %w", pid, errno)
+	}
+	l, err := link.NewFromFD(int(fd))
+	if err != nil {
+		return nil, fmt.Errorf("wrap iterator link: %w", err)
+	}
+	it, ok := l.(*link.Iter)
+	if !ok {
+		l.Close()
+		return nil, fmt.Errorf("link %d is a %T, not an iterator", fd, l)
+	}
+	return it, nil
+}

@@ -1,0 +1,73 @@
+package synth
+
+import (
+	"time"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// Options configure a dump. The zero value dumps the executable mappings
+// of every process, and the kernel's maps, with rings of DefaultRingPages.
+type Options struct {
+	// Pids restricts the dump to these processes; nil means all.
+	Pids []int
+	// Data includes non-executable mappings, as perf record -d does.
+	Data bool
+	// NoKernel leaves out the kernel and module maps.
+	NoKernel bool
+	// RingPages is the data size of each per-CPU ring, in pages: a power
+	// of two, at least MinRingPages; 0 means DefaultRingPages.
+	RingPages int
+	// SampleType selects the sample_id_all trailer appended to every
+	// record; 0 means DefaultSampleType. It must match the attr the
+	// records are written under (see Attr).
+	SampleType uint64
+}
+
+// DefaultSampleType is the sample type of perf's own dummy event:
+// IP|TID|TIME|CPU|PERIOD.
+const DefaultSampleType = perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime |
+	perfdata.SampleCPU | perfdata.SamplePeriod
+
+func (o *Options) sampleType() uint64 {
+	if o.SampleType == 0 {
+		return DefaultSampleType
+	}
+	return o.SampleType
+}
+
+// Attr returns the perf_event_attr that records of a dump with these
+// options are written under: a software dummy event, like the one
+// `perf record -e dummy` writes, with the side-band bits of what the dump
+// synthesizes.
+func (o *Options) Attr() perfdata.Attr {
+	flags := uint64(perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask |
+		perfdata.AttrSampleIDAll | perfdata.AttrMmap2 | perfdata.AttrCommExec |
+		perfdata.AttrExcludeGuest)
+	if o.Data {
+		flags |= perfdata.AttrMmapData
+	}
+	return perfdata.Attr{
+		Type:         1, // PERF_TYPE_SOFTWARE
+		Size:         perfdata.AttrSize,
+		Config:       9, // PERF_COUNT_SW_DUMMY
+		SamplePeriod: 1,
+		SampleType:   o.sampleType(),
+		Flags:        flags,
+	}
+}
+
+// Stats describe one dump.
+type Stats struct {
+	Method    string        // "bpf", ...
+	Processes int           // processes with at least one record
+	Threads   int           // COMM records of tasks
+	Mappings  int           // MMAP2 records of processes
+	Kernel    int           // kernel and module map records
+	Records   int           // every record handed to the caller
+	Lost      uint64        // records the kernel could not deliver
+	Stale     int           // records of another generation, dropped
+	Skipped   int           // requested processes that were gone
+	Reads     int           // paced reads of the iterators
+	Elapsed   time.Duration // wall time of the dump
+}

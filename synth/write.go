@@ -1,0 +1,47 @@
+package synth
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// attrName is the event name perf tools show for the dump's attr.
+const attrName = "dummy:u"
+
+// WriteOptions configure WritePerfData.
+type WriteOptions struct {
+	// Cmdline is recorded in the CMDLINE feature; nil means os.Args.
+	Cmdline []string
+	// Pipe forces pipe mode (true) or file mode (false); nil chooses
+	// from the output as `perf record -o -` does: file mode only for a
+	// regular, seekable file.
+	Pipe *bool
+}
+
+// WritePerfData runs one dump and writes its records to out as perf.data,
+// under the attr of the BPF's Options. out is not closed. When the dump
+// fails part way, what was written is still closed off as a valid
+// perf.data file, and the error is returned.
+func (b *BPF) WritePerfData(ctx context.Context, out io.Writer, opts WriteOptions) (Stats, error) {
+	cmdline := opts.Cmdline
+	if cmdline == nil {
+		cmdline = os.Args
+	}
+	w, err := perfdata.NewWriter(out, perfdata.WriterOptions{
+		Attrs:    []perfdata.WriterAttr{{Attr: b.opts.Attr(), Name: attrName}},
+		Features: perfdata.HostFeatures(cmdline),
+		Pipe:     opts.Pipe,
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("start perf.data: %w", err)
+	}
+	st, derr := b.Dump(ctx, w.WriteRecord)
+	if cerr := w.Close(); derr == nil && cerr != nil {
+		derr = fmt.Errorf("finish perf.data: %w", cerr)
+	}
+	return st, derr
+}
