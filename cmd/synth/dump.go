@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/synth-dev/synth/synth"
+)
+
+func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("synth dump", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		out       = fs.String("o", "", "write perf.data to `FILE` (default: stdout; pipe mode unless it is a regular file)")
+		pids      = fs.String("pid", "", "dump only these processes (`PID[,PID...]`)")
+		data      = fs.Bool("data", false, "include non-executable mappings, as perf record -d")
+		noKernel  = fs.Bool("no-kernel", false, "leave out the kernel and module maps")
+		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
+	)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--ring-pages N]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "synth dump: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	opts := synth.Options{Data: *data, NoKernel: *noKernel, RingPages: *ringPages}
+	var err error
+	if opts.Pids, err = parsePids(*pids); err != nil {
+		fmt.Fprintf(stderr, "synth dump: --pid: %v\n", err)
+		return exitUsage
+	}
+	var wopts synth.WriteOptions
+	if *out == "-" {
+		pipe := true // as perf record -o -
+		wopts.Pipe = &pipe
+	}
+
+	b, err := synth.NewBPF(opts)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer b.Close()
+	w, closeOut, err := openOutput(*out, stdout)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	st, err := b.WritePerfData(ctx, w, wopts)
+	if cerr := closeOut(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	fmt.Fprintf(stderr, "synth: method %s: %d processes, %d mappings, %d records, %d lost, %v\n",
+		st.Method, st.Processes, st.Mappings, st.Records, st.Lost, st.Elapsed.Round(10_000))
+	if st.Lost > 0 {
+		fmt.Fprintf(stderr, "synth: %d records lost: the dump is incomplete (try a larger --ring-pages)\n", st.Lost)
+		return exitError
+	}
+	return exitOK
+}
+
+// parsePids reads "PID[,PID...]".
+func parsePids(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var pids []int
+	for _, f := range strings.Split(s, ",") {
+		pid, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("bad process id %q", f)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+// openOutput opens the -o file, or returns stdout.
+func openOutput(path string, stdout io.Writer) (io.Writer, func() error, error) {
+	if path == "" || path == "-" {
+		return stdout, func() error { return nil }, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open output: %w", err)
+	}
+	return f, func() error {
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("close %s: %w", path, err)
+		}
+		return nil
+	}, nil
+}

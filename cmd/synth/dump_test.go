@@ -1,0 +1,132 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
+)
+
+var everything = testproc.Spec{
+	LongPath: true, SpacePath: true, Deleted: true, Memfd: true, AnonExec: true,
+	DataFile: true, ManyVMAs: 5000,
+	Threads: []string{"synth-a", "synth b worker"},
+}
+
+// perfEnv keeps perf away from the user's ~/.debug and config.
+func perfEnv(t *testing.T) []string {
+	return append(os.Environ(), "HOME="+t.TempDir(), "PERF_PAGER=cat")
+}
+
+// checkPerfOutput checks what perf printed for the test process against
+// /proc: every mapping once, and its threads' COMM records.
+func checkPerfOutput(t *testing.T, what, out string, p *testproc.Proc, data bool) {
+	t.Helper()
+	if diff := diffLines(procMaps(t, p.Pid, data), perfMaps(t, out, p.Pid)); len(diff) > 0 {
+		t.Errorf("%s: mappings of pid %d differ from /proc:\n%s", what, p.Pid, strings.Join(diff, "\n"))
+	}
+	comms, err := p.Comms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tid, comm := range comms {
+		rec := "PERF_RECORD_COMM: " + comm + ":" + strconv.Itoa(p.Pid) + "/" + strconv.Itoa(tid)
+		if !strings.Contains(out, rec) {
+			t.Errorf("%s: no %q", what, rec)
+		}
+	}
+}
+
+// File mode: perf script and perf report -D read the file without a
+// warning and list exactly the test process's mappings.
+func TestDumpFilePerf(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	p := testproc.StartT(t, everything)
+	for _, data := range []bool{false, true} {
+		file := filepath.Join(t.TempDir(), "perf.data")
+		args := []string{"dump", "-o", file}
+		if data {
+			args = append(args, "--data")
+		}
+		r := runCmd(t, exec.Command(synthBin, args...))
+		if r.code != 0 {
+			t.Fatalf("synth %v: exit %d: %s", args, r.code, r.stderr)
+		}
+		sum := parseSummary(t, r.stderr)
+		if sum.lost != 0 || sum.method != "bpf" || sum.mappings < 2500 || (data && sum.mappings < 5000) {
+			t.Errorf("summary %+v", sum)
+		}
+		script := exec.Command(perf, "script", "--show-mmap-events", "--show-task-events", "-i", file)
+		script.Env = perfEnv(t)
+		sr := runCmd(t, script)
+		noWarnings(t, "perf script", sr)
+		checkPerfOutput(t, "perf script", sr.stdout, p, data)
+
+		report := exec.Command(perf, "report", "-D", "-i", file)
+		report.Env = perfEnv(t)
+		rr := runCmd(t, report)
+		noWarnings(t, "perf report -D", rr)
+		checkPerfOutput(t, "perf report -D", rr.stdout, p, data)
+		if n := strings.Count(rr.stdout, ": PERF_RECORD_MMAP2 "); n != sum.mappings {
+			t.Errorf("perf report -D shows %d MMAP2 records, synth says it wrote %d", n, sum.mappings)
+		}
+	}
+}
+
+// Pipe mode: synth dump | perf script -i -, and the same into perf
+// report -D.
+func TestDumpPipePerf(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	p := testproc.StartT(t, everything)
+	for _, tool := range [][]string{
+		{"script", "--show-mmap-events", "--show-task-events", "-i", "-"},
+		{"report", "-D", "-i", "-"},
+	} {
+		synth := exec.Command(synthBin, "dump", "--data")
+		consumer := exec.Command(perf, tool...)
+		consumer.Env = perfEnv(t)
+		pipe, err := synth.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		consumer.Stdin = pipe
+		var synthErr strings.Builder
+		synth.Stderr = &synthErr
+		if err := synth.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cr := runCmd(t, consumer)
+		if err := synth.Wait(); err != nil {
+			t.Fatalf("synth dump: %v: %s", err, synthErr.String())
+		}
+		if sum := parseSummary(t, synthErr.String()); sum.lost != 0 {
+			t.Errorf("summary %+v", sum)
+		}
+		noWarnings(t, "perf "+tool[0], cr)
+		checkPerfOutput(t, "perf "+tool[0]+" (pipe)", cr.stdout, p, true)
+	}
+}
+
+// The smallest ring loses nothing on the whole host.
+func TestDumpMinRing(t *testing.T) {
+	testenv.Root(t)
+	testproc.StartT(t, testproc.Spec{ManyVMAs: 5000, LongPath: true})
+	r := runCmd(t, exec.Command(synthBin, "dump", "--data", "--ring-pages", "16", "-o", filepath.Join(t.TempDir(), "perf.data")))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if sum := parseSummary(t, r.stderr); sum.lost != 0 || sum.mappings < 5000 {
+		t.Errorf("summary %+v", sum)
+	}
+	r = runCmd(t, exec.Command(synthBin, "dump", "--ring-pages", "8", "-o", filepath.Join(t.TempDir(), "perf.data")))
+	if r.code != exitError || !strings.Contains(r.stderr, "ring size 8 pages") {
+		t.Errorf("--ring-pages 8: exit %d, %q; want exit 1 naming the ring size", r.code, r.stderr)
+	}
+}

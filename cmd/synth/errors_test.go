@@ -1,0 +1,128 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
+)
+
+func setpriv(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	path, err := exec.LookPath("setpriv")
+	testenv.Need(t, err == nil, "setpriv (util-linux) is not installed")
+	return exec.Command(path, append(args, "--", synthBin, "dump", "-o", os.DevNull)...)
+}
+
+// oneLine checks that a failure is exit status 1 with one line on stderr
+// naming what is missing, and no panic.
+func oneLine(t *testing.T, r result, want ...string) {
+	t.Helper()
+	if r.code != exitError {
+		t.Errorf("exit status %d, want %d; stderr %q", r.code, exitError, r.stderr)
+	}
+	if strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "panic") {
+		t.Errorf("stderr is not one line: %q", r.stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr %q does not name %q", r.stderr, w)
+		}
+	}
+}
+
+func TestNotRoot(t *testing.T) {
+	testenv.Root(t)
+	r := runCmd(t, setpriv(t, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"))
+	oneLine(t, r, "CAP_BPF", "CAP_PERFMON")
+}
+
+func TestMissingCapability(t *testing.T) {
+	testenv.Root(t)
+	// Root without CAP_BPF (and without CAP_SYS_ADMIN, which implies it).
+	r := runCmd(t, setpriv(t, "--inh-caps=-bpf,-sys_admin", "--bounding-set=-bpf,-sys_admin"))
+	oneLine(t, r, "CAP_BPF")
+	if strings.Contains(r.stderr, "CAP_PERFMON") {
+		t.Errorf("stderr names CAP_PERFMON, which the process has: %q", r.stderr)
+	}
+}
+
+func TestOutputFull(t *testing.T) {
+	testenv.Root(t)
+	r := runCmd(t, exec.Command(synthBin, "dump", "-o", "/dev/full"))
+	oneLine(t, r, "no space left on device")
+}
+
+func TestOutputClosedPipe(t *testing.T) {
+	testenv.Root(t)
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd.Close()
+	cmd := exec.Command(synthBin, "dump")
+	cmd.Stdout = wr
+	r := runCmd(t, cmd)
+	wr.Close()
+	oneLine(t, r, "broken pipe")
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"dump", "--pid", "abc"},
+		{"dump", "--no-such-flag"},
+		{"dump", "extra"},
+		{"nope"},
+	} {
+		r := runCmd(t, exec.Command(synthBin, args...))
+		if r.code != exitUsage || strings.Contains(r.stderr, "panic") {
+			t.Errorf("%v: exit %d, stderr %q; want usage error %d", args, r.code, r.stderr, exitUsage)
+		}
+	}
+}
+
+// A requested process that has exited, or exits while the dump runs, is
+// skipped without error.
+func TestGoneProcess(t *testing.T) {
+	testenv.Root(t)
+	p := testproc.StartT(t, testproc.Spec{})
+	gone := testproc.StartT(t, testproc.Spec{})
+	gonePid := gone.Pid
+	if err := gone.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r := runCmd(t, exec.Command(synthBin, "dump", "--pid", strconv.Itoa(gonePid)+","+strconv.Itoa(p.Pid), "-o", os.DevNull))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if sum := parseSummary(t, r.stderr); sum.processes != 1 {
+		t.Errorf("summary %+v, want 1 process", sum)
+	}
+
+	// Processes that come and go during whole-host dumps.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			exec.Command("/bin/true").Run()
+		}
+	}()
+	for range 5 {
+		r := runCmd(t, exec.Command(synthBin, "dump", "--data", "-o", os.DevNull))
+		if r.code != 0 {
+			t.Errorf("dump during process churn: exit %d: %s", r.code, r.stderr)
+		}
+	}
+	close(stop)
+	<-done
+}

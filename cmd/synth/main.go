@@ -1,0 +1,68 @@
+// Command synth synthesizes perf records for the mappings that already
+// exist on a Linux host and writes them as perf.data.
+//
+//	synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--ring-pages N]
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1 // the job failed (missing privilege, unwritable output, lost records)
+	exitUsage = 2 // bad command line
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	// A closed output pipe must be an error the dump reports, not a
+	// silent SIGPIPE death.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) < 2 {
+		usage(os.Stderr)
+		return exitUsage
+	}
+	switch os.Args[1] {
+	case "dump":
+		return runDump(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "help", "-h", "-help", "--help":
+		usage(os.Stdout)
+		return exitOK
+	default:
+		fmt.Fprintf(os.Stderr, "synth: unknown command %q\n", os.Args[1])
+		usage(os.Stderr)
+		return exitUsage
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: synth <command> [flags]
+
+commands:
+  dump    write a perf.data with the mappings of every existing process
+
+Run 'synth dump -h' for the flags of a command.
+`)
+}
+
+// fail prints err as the command's one-line error and returns the exit
+// status for it.
+func fail(stderr io.Writer, err error) int {
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "synth: interrupted; the output holds what was dumped so far")
+		return exitError
+	}
+	fmt.Fprintf(stderr, "synth: %v\n", err)
+	return exitError
+}

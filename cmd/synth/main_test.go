@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/internal/testproc"
+)
+
+// synthBin is the synth command built for the tests, in a directory
+// every user can read, so that it can also run unprivileged.
+var synthBin string
+
+func TestMain(m *testing.M) {
+	testproc.Main()
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "synth-cmd")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	synthBin = filepath.Join(dir, "synth")
+	out, err := exec.Command("go", "build", "-o", synthBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build synth: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// result is how a command ended.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCmd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if cmd.Stdout == nil {
+		cmd.Stdout = &stdout
+	}
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return r
+}
+
+// summary is the numbers of synth's one-line summary on stderr.
+type summary struct {
+	method                              string
+	processes, mappings, records, lost int
+}
+
+var summaryRE = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+\n$`)
+
+func parseSummary(t *testing.T, stderr string) summary {
+	t.Helper()
+	m := summaryRE.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("stderr is not one summary line: %q", stderr)
+	}
+	n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
+	return summary{m[1], n(2), n(3), n(4), n(5)}
+}
+
+// perfMmap2RE matches perf 6.1's text for an MMAP2 record, as perf script
+// and perf report -D print it.
+var perfMmap2RE = regexp.MustCompile(`PERF_RECORD_MMAP2 (\d+)/(\d+): \[0x([0-9a-f]+)\(0x([0-9a-f]+)\) @ (0x[0-9a-f]+|0) ([0-9a-f]+):([0-9a-f]+) (\d+) (\d+)\]: ([r-])([w-])([x-])([sp]) (.*)$`)
+
+// perfMaps returns, for process pid, the mappings perf printed, in
+// /proc/PID/maps form; "//anon" reads as an anonymous mapping.
+func perfMaps(t *testing.T, out string, pid int) []string {
+	t.Helper()
+	var got []string
+	for _, line := range strings.Split(out, "\n") {
+		m := perfMmap2RE.FindStringSubmatch(line)
+		if m == nil || m[1] != strconv.Itoa(pid) {
+			continue
+		}
+		start, _ := strconv.ParseUint(m[3], 16, 64)
+		size, _ := strconv.ParseUint(m[4], 16, 64)
+		pgoff, _ := strconv.ParseUint(strings.TrimPrefix(m[5], "0x"), 16, 64)
+		maj, _ := strconv.ParseUint(m[6], 16, 32)
+		min, _ := strconv.ParseUint(m[7], 16, 32)
+		path := m[14]
+		if path == "//anon" {
+			path = ""
+		}
+		got = append(got, mapLine(procfs.Mapping{
+			Start: start, End: start + size, Pgoff: pgoff, Maj: uint32(maj), Min: uint32(min),
+			Ino: mustUint(m[8]), Prot: perm(m[10], 1) | perm(m[11], 2) | perm(m[12], 4),
+			Shared: m[13] == "s", Path: path,
+		}))
+	}
+	return got
+}
+
+func perm(s string, bit uint32) uint32 {
+	if s == "-" {
+		return 0
+	}
+	return bit
+}
+
+func mustUint(s string) uint64 { v, _ := strconv.ParseUint(s, 10, 64); return v }
+
+func mapLine(m procfs.Mapping) string {
+	return fmt.Sprintf("%x-%x prot=%d shared=%v %x %x:%x %d %q",
+		m.Start, m.End, m.Prot, m.Shared, m.Pgoff, m.Maj, m.Min, m.Ino, m.Path)
+}
+
+// procMaps returns what /proc/PID/maps says, in the same form.
+func procMaps(t *testing.T, pid int, data bool) []string {
+	t.Helper()
+	maps, err := procfs.ReadMaps(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, m := range maps {
+		if data || m.Prot&4 != 0 {
+			want = append(want, mapLine(m))
+		}
+	}
+	return want
+}
+
+// diffLines reports lines missing from got, extra in got, or doubled.
+func diffLines(want, got []string) []string {
+	var diff []string
+	n := map[string]int{}
+	for _, l := range got {
+		if n[l]++; n[l] == 2 {
+			diff = append(diff, "twice: "+l)
+		}
+	}
+	w := map[string]bool{}
+	for _, l := range want {
+		w[l] = true
+		if n[l] == 0 {
+			diff = append(diff, "missing: "+l)
+		}
+	}
+	for _, l := range got {
+		if !w[l] {
+			diff = append(diff, "extra: "+l)
+		}
+	}
+	if len(diff) > 20 {
+		diff = append(diff[:20], fmt.Sprintf("... %d more", len(diff)-20))
+	}
+	return diff
+}
+
+// noWarnings fails t when perf's stderr holds anything that looks like
+// a complaint.
+func noWarnings(t *testing.T, what string, r result) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("%s: exit status %d\n%s", what, r.code, r.stderr)
+	}
+	low := strings.ToLower(r.stderr)
+	for _, bad := range []string{"warning", "error", "fail", "invalid", "unknown", "bad", "corrupt"} {
+		if strings.Contains(low, bad) {
+			t.Fatalf("%s: stderr says %q:\n%s", what, bad, r.stderr)
+		}
+	}
+}
