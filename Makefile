@@ -1,0 +1,49 @@
+# synth: build, generate, test. Run as root (BPF needs CAP_BPF and CAP_PERFMON).
+
+GO      ?= go
+BIN     := bin/synth
+OUT     ?= perf.data
+# Debian packages the targets need: clang/llvm-strip for make generate and
+# its check, libbpf headers for the BPF C sources, perf as the test oracle.
+APT_PKGS := clang-19 llvm-19 libbpf-dev linux-perf
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all build dump deps generate check-generate test vet clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/synth
+
+# The main job: a perf.data with every mapping on the host.
+dump: build
+	./$(BIN) dump -o $(OUT)
+
+# Install what is missing on a fresh machine, then the Go modules.
+deps:
+	@if ! command -v clang-19 >/dev/null || ! command -v llvm-strip-19 >/dev/null || \
+	    ! command -v perf >/dev/null || [ ! -f /usr/include/bpf/bpf_helpers.h ]; then \
+		echo "installing $(APT_PKGS)"; \
+		$(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(APT_PKGS); \
+	fi
+	$(GO) mod download
+
+# Rebuild the committed bpf2go output from bpf/*.c (see bpf/gen_test.go
+# for why this goes through a scratch directory).
+generate: deps
+	$(GO) test -count=1 -run '^TestGeneratedUpToDate$$' ./bpf -update
+
+check-generate: deps
+	SYNTH_REQUIRE=1 $(GO) test -count=1 -run '^TestGeneratedUpToDate$$' ./bpf
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+
+# Every test, with skips for missing root/BPF/perf/clang turned into failures.
+test: deps vet
+	SYNTH_REQUIRE=1 $(GO) test -count=1 ./...
+
+clean:
+	rm -rf bin
