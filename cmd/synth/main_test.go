@@ -69,7 +69,7 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 
 // summary is the numbers of synth's one-line summary on stderr.
 type summary struct {
-	method                              string
+	method                             string
 	processes, mappings, records, lost int
 }
 
