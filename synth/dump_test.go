@@ -37,28 +37,18 @@ func (k mapKey) String() string {
 }
 
 // procKeys reads what /proc/PID/maps says, keeping executable mappings
-// only unless data is set. An anonymous mapping is named "//anon", as
-// perf names it.
+// only unless data is set.
 func procKeys(t *testing.T, pid int, data bool) []mapKey {
 	t.Helper()
-	maps, err := procfs.ReadMaps(pid)
-	if err != nil {
-		t.Fatal(err)
+	all, ok := tryProcKeys(pid)
+	if !ok {
+		t.Fatalf("cannot read /proc/%d/maps", pid)
 	}
 	var keys []mapKey
-	for _, m := range maps {
-		if m.Prot&4 == 0 && !data {
-			continue
+	for _, k := range all {
+		if k.prot&4 != 0 || data {
+			keys = append(keys, k)
 		}
-		k := mapKey{pid: uint32(pid), start: m.Start, end: m.End, pgoff: m.Pgoff,
-			prot: m.Prot, maj: m.Maj, min: m.Min, ino: m.Ino, path: m.Path}
-		if m.Shared {
-			k.shared = 1
-		}
-		if k.path == "" {
-			k.path = "//anon"
-		}
-		keys = append(keys, k)
 	}
 	return keys
 }
@@ -312,4 +302,61 @@ func TestDumpGoneProcess(t *testing.T) {
 		t.Errorf("records of exited process %d", gonePid)
 	}
 	checkProc(t, p, d, false)
+}
+
+// Every process of the host whose maps can be read and do not change
+// while the dump runs is in the dump exactly as /proc shows it.
+func TestDumpHostMatchesProc(t *testing.T) {
+	testenv.Root(t)
+	testproc.StartT(t, everything)
+	pids, err := procfs.Pids()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[int][]mapKey{}
+	for _, pid := range pids {
+		if keys, ok := tryProcKeys(pid); ok {
+			before[pid] = keys
+		}
+	}
+	d := runDump(t, synth.Options{Data: true})
+	checked := 0
+	for pid, keys := range before {
+		after, ok := tryProcKeys(pid)
+		if !ok || !slices.Equal(keys, after) || pid == os.Getpid() {
+			// Exited or changed during the dump; this process maps
+			// the rings during the dump only.
+			continue
+		}
+		checked++
+		if diff := sameMaps(keys, d.of(pid)); len(diff) > 0 {
+			t.Errorf("pid %d differs from /proc:\n%s", pid, strings.Join(diff[:min(len(diff), 10)], "\n"))
+		}
+	}
+	if checked < len(before)/2 || checked < 3 {
+		t.Errorf("only %d of %d processes were stable enough to check", checked, len(before))
+	}
+	t.Logf("%d processes checked against /proc", checked)
+}
+
+// tryProcKeys reads every mapping of a process that may be gone or
+// unreadable. An anonymous mapping is named "//anon", as perf names it.
+func tryProcKeys(pid int) ([]mapKey, bool) {
+	maps, err := procfs.ReadMaps(pid)
+	if err != nil || len(maps) == 0 {
+		return nil, false // gone, unreadable, or a kernel thread
+	}
+	keys := make([]mapKey, 0, len(maps))
+	for _, m := range maps {
+		k := mapKey{pid: uint32(pid), start: m.Start, end: m.End, pgoff: m.Pgoff,
+			prot: m.Prot, maj: m.Maj, min: m.Min, ino: m.Ino, path: m.Path}
+		if m.Shared {
+			k.shared = 1
+		}
+		if k.path == "" {
+			k.path = "//anon"
+		}
+		keys = append(keys, k)
+	}
+	return keys, true
 }
