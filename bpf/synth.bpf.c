@@ -88,7 +88,7 @@ static __always_inline void emit(void *ctx, struct seq_file *seq,
 		__sync_fetch_and_add(&synth_lost, 1);
 		return;
 	}
-	n = (size + SYNTH_PACE_UNIT - 1) / SYNTH_PACE_UNIT;
+	n = (size + SYNTH_SAMPLE_OVERHEAD + SYNTH_PACE_UNIT - 1) / SYNTH_PACE_UNIT;
 	if (n > sizeof(pace))
 		n = sizeof(pace);
 	bpf_seq_write(seq, pace, n);

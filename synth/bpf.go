@@ -13,12 +13,13 @@ import (
 )
 
 // paceUnit mirrors SYNTH_PACE_UNIT in bpf/synth.h: the programs write one
-// byte into the iterator's seq_file per paceUnit bytes of records.
+// byte into the iterator's seq_file per paceUnit bytes that a record
+// takes in a ring (its sample overhead included).
 const paceUnit = 64
 
-// maxRecordBytes bounds one emitted sample: struct synth_mmap2 with a
-// PATH_MAX name, plus the sample's own header and fields.
-const maxRecordBytes = hdrSize + 8 + 56 + 4096 + 32
+// maxRecordBytes bounds one emitted sample in a ring: struct synth_mmap2
+// with a PATH_MAX name, plus SYNTH_SAMPLE_OVERHEAD.
+const maxRecordBytes = hdrSize + 8 + 64 + 4096 + 32
 
 // cfgData mirrors SYNTH_CFG_DATA.
 const cfgData = 1
