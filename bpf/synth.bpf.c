@@ -293,3 +293,19 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	emit(ctx, seq, &r->h, offsetof(struct synth_mmap2, filename) + n);
 	return 0;
 }
+
+/* Kernel text bounds for the [kernel.kallsyms]_text map, looked up once
+ * per load by a BPF_PROG_TEST_RUN of kernel_text: much faster than
+ * reading all of /proc/kallsyms for two symbols. */
+__u64 text_start;
+__u64 text_end;
+
+SEC("syscall")
+int kernel_text(void *ctx)
+{
+	static const char text[] = "_text", etext[] = "_etext";
+
+	bpf_kallsyms_lookup_name(text, sizeof(text), 0, &text_start);
+	bpf_kallsyms_lookup_name(etext, sizeof(etext), 0, &text_end);
+	return 0;
+}

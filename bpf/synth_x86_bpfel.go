@@ -54,16 +54,19 @@ type SynthSynthMmap2 struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SynthMapClaims     = "claims"
-	SynthMapEvents     = "events"
-	SynthMapScratch    = "scratch"
-	SynthProgDumpTask  = "dump_task"
-	SynthProgDumpVma   = "dump_vma"
-	SynthVarLastTid    = "last_tid"
-	SynthVarSynthFlags = "synth_flags"
-	SynthVarSynthGen   = "synth_gen"
-	SynthVarSynthLost  = "synth_lost"
-	SynthVarSynthSeq   = "synth_seq"
+	SynthMapClaims      = "claims"
+	SynthMapEvents      = "events"
+	SynthMapScratch     = "scratch"
+	SynthProgDumpTask   = "dump_task"
+	SynthProgDumpVma    = "dump_vma"
+	SynthProgKernelText = "kernel_text"
+	SynthVarLastTid     = "last_tid"
+	SynthVarSynthFlags  = "synth_flags"
+	SynthVarSynthGen    = "synth_gen"
+	SynthVarSynthLost   = "synth_lost"
+	SynthVarSynthSeq    = "synth_seq"
+	SynthVarTextEnd     = "text_end"
+	SynthVarTextStart   = "text_start"
 )
 
 // LoadSynth returns the embedded CollectionSpec for Synth.
@@ -108,8 +111,9 @@ type SynthSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthProgramSpecs struct {
-	DumpTask *ebpf.ProgramSpec `ebpf:"dump_task"`
-	DumpVma  *ebpf.ProgramSpec `ebpf:"dump_vma"`
+	DumpTask   *ebpf.ProgramSpec `ebpf:"dump_task"`
+	DumpVma    *ebpf.ProgramSpec `ebpf:"dump_vma"`
+	KernelText *ebpf.ProgramSpec `ebpf:"kernel_text"`
 }
 
 // SynthMapSpecs contains maps before they are loaded into the kernel.
@@ -130,6 +134,8 @@ type SynthVariableSpecs struct {
 	SynthGen   *ebpf.VariableSpec `ebpf:"synth_gen"`
 	SynthLost  *ebpf.VariableSpec `ebpf:"synth_lost"`
 	SynthSeq   *ebpf.VariableSpec `ebpf:"synth_seq"`
+	TextEnd    *ebpf.VariableSpec `ebpf:"text_end"`
+	TextStart  *ebpf.VariableSpec `ebpf:"text_start"`
 }
 
 // SynthObjects contains all objects after they have been loaded into the kernel.
@@ -174,20 +180,24 @@ type SynthVariables struct {
 	SynthGen   *ebpf.Variable `ebpf:"synth_gen"`
 	SynthLost  *ebpf.Variable `ebpf:"synth_lost"`
 	SynthSeq   *ebpf.Variable `ebpf:"synth_seq"`
+	TextEnd    *ebpf.Variable `ebpf:"text_end"`
+	TextStart  *ebpf.Variable `ebpf:"text_start"`
 }
 
 // SynthPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthPrograms struct {
-	DumpTask *ebpf.Program `ebpf:"dump_task"`
-	DumpVma  *ebpf.Program `ebpf:"dump_vma"`
+	DumpTask   *ebpf.Program `ebpf:"dump_task"`
+	DumpVma    *ebpf.Program `ebpf:"dump_vma"`
+	KernelText *ebpf.Program `ebpf:"kernel_text"`
 }
 
 func (p *SynthPrograms) Close() error {
 	return _SynthClose(
 		p.DumpTask,
 		p.DumpVma,
+		p.KernelText,
 	)
 }
 

@@ -31,8 +31,9 @@ type BPF struct {
 	objs  synthbpf.SynthObjects
 	rings *rings
 	gen   uint64
-	gate  *gateVMA // the [vsyscall] area /proc shows for every process
-	lost  uint64   // synth_lost already accounted for
+	gate  *gateVMA  // the [vsyscall] area /proc shows for every process
+	text  kernelMap // the kernel text map; zero without kernel addresses
+	lost  uint64    // synth_lost already accounted for
 	// readBuf is the bounded buffer iterator reads go through.
 	readBuf []byte
 	round   round
@@ -62,11 +63,29 @@ func NewBPF(opts Options) (*BPF, error) {
 	b.rings = r
 	b.readBuf = make([]byte, readBudget(r.size))
 	b.gate, err = findGateVMA()
+	if err == nil && !opts.NoKernel {
+		b.text, err = b.kernelText()
+	}
 	if err != nil {
 		b.Close()
 		return nil, err
 	}
 	return b, nil
+}
+
+// kernelText looks up _text and _etext once, with the kernel_text
+// program (bpf_kallsyms_lookup_name), or from /proc/kallsyms when that
+// program cannot run. The kernel text does not move while it runs.
+func (b *BPF) kernelText() (kernelMap, error) {
+	var start, end uint64
+	_, err := b.objs.KernelText.Run(&ebpf.RunOptions{})
+	if err == nil {
+		err = errors.Join(b.objs.TextStart.Get(&start), b.objs.TextEnd.Get(&end))
+	}
+	if err != nil || start == 0 {
+		return kallsymsText("/proc/kallsyms")
+	}
+	return textMap(start, end), nil
 }
 
 // readBudget is the iterator read size that keeps one read's records
@@ -107,7 +126,7 @@ func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, err
 		return d.stats, err
 	}
 	if !b.opts.NoKernel {
-		if err := d.kernelMaps(); err != nil {
+		if err := d.kernelMaps(b.text); err != nil {
 			return d.stats, err
 		}
 	}

@@ -29,12 +29,15 @@ type kernelMap struct {
 // kernelMaps emits the kernel's text map, then one map per module, as
 // perf synthesizes them: PERF_RECORD_MMAP records, misc KERNEL, pid -1.
 // Without kernel addresses (kptr_restrict), none are emitted.
-func (d *dump) kernelMaps() error {
-	maps, err := readKernelMaps("/proc/kallsyms", "/proc/modules")
+func (d *dump) kernelMaps(text kernelMap) error {
+	if text.start == 0 {
+		return nil
+	}
+	mods, err := readModules("/proc/modules")
 	if err != nil {
 		return err
 	}
-	for _, km := range maps {
+	for _, km := range append([]kernelMap{text}, mods...) {
 		m := perfdata.Mmap{
 			Misc:     perfdata.MiscKernel,
 			Pid:      kernelPid,
@@ -53,33 +56,45 @@ func (d *dump) kernelMaps() error {
 	return nil
 }
 
-func readKernelMaps(kallsyms, modules string) ([]kernelMap, error) {
-	f, err := os.Open(kallsyms)
+// textMap is the kernel text map for the bounds of _text and _etext.
+func textMap(start, end uint64) kernelMap {
+	if start == 0 || end <= start {
+		return kernelMap{}
+	}
+	return kernelMap{name: kernelMapName, start: start, len: end - start, pgoff: start}
+}
+
+// kallsymsText reads the kernel text map from a kallsyms file: the
+// fallback when the BPF lookup is not available.
+func kallsymsText(path string) (kernelMap, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read kernel text: %w", err)
+		return kernelMap{}, fmt.Errorf("read kernel text: %w", err)
 	}
 	defer f.Close()
 	text, etext, err := kernelText(f)
 	if err != nil {
-		return nil, fmt.Errorf("read kernel text from %s: %w", kallsyms, err)
+		return kernelMap{}, fmt.Errorf("read kernel text from %s: %w", path, err)
 	}
-	if text == 0 {
-		return nil, nil // addresses hidden
-	}
-	maps := []kernelMap{{name: kernelMapName, start: text, len: etext - text, pgoff: text}}
-	mf, err := os.Open(modules)
+	return textMap(text, etext), nil
+}
+
+// readModules reads the module maps; a kernel without modules has no
+// /proc/modules.
+func readModules(path string) ([]kernelMap, error) {
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return maps, nil // a kernel without modules
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read modules: %w", err)
 	}
-	defer mf.Close()
-	mods, err := parseModules(mf)
+	defer f.Close()
+	mods, err := parseModules(f)
 	if err != nil {
-		return nil, fmt.Errorf("read modules from %s: %w", modules, err)
+		return nil, fmt.Errorf("read modules from %s: %w", path, err)
 	}
-	return append(maps, mods...), nil
+	return mods, nil
 }
 
 // kernelText finds the _text and _etext symbols in /proc/kallsyms text.

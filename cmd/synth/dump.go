@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/synth-dev/synth/synth"
 )
@@ -48,6 +49,7 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		wopts.Pipe = &pipe
 	}
 
+	start := time.Now()
 	b, err := synth.NewBPF(opts)
 	if err != nil {
 		return fail(stderr, err)
@@ -64,8 +66,9 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
-	fmt.Fprintf(stderr, "synth: method %s: %d processes, %d mappings, %d records, %d lost, %v\n",
-		st.Method, st.Processes, st.Mappings, st.Records, st.Lost, st.Elapsed.Round(10_000))
+	fmt.Fprintf(stderr, "synth: method %s: %d processes, %d mappings, %d records, %d lost, %v (%v with loading)\n",
+		st.Method, st.Processes, st.Mappings, st.Records, st.Lost,
+		st.Elapsed.Round(10*time.Microsecond), time.Since(start).Round(100*time.Microsecond))
 	if st.Lost > 0 {
 		fmt.Fprintf(stderr, "synth: %d records lost: the dump is incomplete (try a larger --ring-pages)\n", st.Lost)
 		return exitError

@@ -73,7 +73,7 @@ type summary struct {
 	processes, mappings, records, lost int
 }
 
-var summaryRE = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+\n$`)
+var summaryRE = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n$`)
 
 func parseSummary(t *testing.T, stderr string) summary {
 	t.Helper()
