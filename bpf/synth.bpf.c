@@ -17,6 +17,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "synth.h"
+#include "buildid.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -198,15 +199,28 @@ static __always_inline __u32 anon_name(struct vm_area_struct *vma, char *dst)
 	return copy_str(dst, "//anon");
 }
 
+/* Identify the file: by build ID when the cache knows one, else by
+ * device and inode. */
 static __always_inline void fill_file(struct synth_mmap2 *r, struct file *file)
 {
-	struct inode *inode = BPF_CORE_READ(file, f_inode);
-	__u32 dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	struct synth_file_key k;
+	struct synth_build_id *id;
 
-	r->maj = dev >> MINORBITS;
-	r->min = dev & ((1U << MINORBITS) - 1);
-	r->ino = BPF_CORE_READ(inode, i_ino);
-	r->ino_generation = BPF_CORE_READ(inode, i_generation);
+	file_key(file, &k);
+	if (synth_flags & SYNTH_CFG_BUILDID) {
+		id = bpf_map_lookup_elem(&build_ids, &k);
+		if (id && id->size) {
+			r->header.misc |= SYNTH_MISC_MMAP_BUILD_ID;
+			r->u.b.size = id->size;
+			r->u.b.reserved[0] = r->u.b.reserved[1] = r->u.b.reserved[2] = 0;
+			__builtin_memcpy(r->u.b.id, id->id, SYNTH_BUILD_ID_SIZE);
+			return;
+		}
+	}
+	r->u.f.maj = k.dev >> MINORBITS;
+	r->u.f.min = k.dev & ((1U << MINORBITS) - 1);
+	r->u.f.ino = k.ino;
+	r->u.f.ino_generation = k.generation;
 }
 
 SEC("iter/task_vma")
@@ -263,8 +277,8 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 		if (n <= 0)
 			n = copy_str(r->filename, "//toolong");
 	} else {
-		r->maj = r->min = 0;
-		r->ino = r->ino_generation = 0;
+		r->u.f.maj = r->u.f.min = 0;
+		r->u.f.ino = r->u.f.ino_generation = 0;
 		r->pgoff = 0;
 		n = anon_name(vma, r->filename);
 	}

@@ -33,8 +33,51 @@
 #define SYNTH_MISC_USER 2
 #define SYNTH_MISC_MMAP_DATA (1 << 13)
 
-/* synth_cfg.flags */
-#define SYNTH_CFG_DATA 1 /* all maps, not only executable ones (perf -d) */
+#define SYNTH_MISC_MMAP_BUILD_ID (1 << 14)
+
+/* synth_flags */
+#define SYNTH_CFG_DATA 1    /* all maps, not only executable ones (perf -d) */
+#define SYNTH_CFG_BUILDID 2 /* MMAP2 in build-ID form where the ID is known */
+
+#define SYNTH_BUILD_ID_SIZE 20
+
+/* Key of the build-ID cache. It names a file's contents for as long as
+ * the file is not replaced: a new file on the same inode number gets a
+ * new generation or change time. */
+struct synth_file_key {
+	__u64 ino;
+	__s64 ctime_sec;
+	__u32 dev; /* kernel dev_t: major << 20 | minor */
+	__u32 ctime_nsec;
+	__u32 generation;
+	__u32 pad;
+};
+
+/* Where a build ID came from. */
+#define SYNTH_BID_BPF 1  /* read by the BPF prepass */
+#define SYNTH_BID_USER 2 /* read by userspace through /proc/PID/map_files */
+
+/* Value of the build-ID cache; size 0: the file has no GNU build ID. */
+struct synth_build_id {
+	__u8 size;
+	__u8 source;
+	__u8 pad[2];
+	__u8 id[SYNTH_BUILD_ID_SIZE];
+};
+
+/* Why the prepass left a file to userspace. */
+#define SYNTH_PEND_OFFSET 1 /* mapped only at a non-zero offset here */
+#define SYNTH_PEND_FAULT 2  /* reading the process's memory failed */
+#define SYNTH_PEND_RANGE 3  /* headers or notes outside the mapping */
+#define SYNTH_PEND_CLASS 4  /* not a 64-bit ELF */
+#define SYNTH_PEND_MANY 5   /* more candidates in one process than a pass takes */
+
+/* A file the prepass could not read, and a mapping of it. */
+struct synth_pending {
+	__u64 start, end;
+	__u32 pid;
+	__u32 reason;
+};
 
 struct synth_hdr {
 	__u64 gen;  /* dump generation (synth_cfg.gen at emission) */
@@ -48,8 +91,17 @@ struct synth_mmap2 {
 	struct perf_event_header header;
 	__u32 pid, tid;
 	__u64 addr, len, pgoff;
-	__u32 maj, min;
-	__u64 ino, ino_generation;
+	union {
+		struct {
+			__u32 maj, min;
+			__u64 ino, ino_generation;
+		} f; /* the file's identity */
+		struct {
+			__u8 size;
+			__u8 reserved[3];
+			__u8 id[SYNTH_BUILD_ID_SIZE];
+		} b; /* with PERF_RECORD_MISC_MMAP_BUILD_ID */
+	} u;
 	__u32 prot, flags;
 	char filename[SYNTH_PATH_MAX];
 };

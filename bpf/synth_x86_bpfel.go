@@ -13,11 +13,41 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type SynthCands struct {
+	_ structs.HostLayout
+	C [64]struct {
+		_     structs.HostLayout
+		Key   SynthSynthFileKey
+		Start uint64
+		End   uint64
+	}
+	Id    SynthSynthBuildId
+	Notes [544]uint8
+}
+
 type SynthClaim struct {
 	_   structs.HostLayout
 	Gen uint64
 	Tid uint32
 	_   [4]byte
+}
+
+type SynthSynthBuildId struct {
+	_      structs.HostLayout
+	Size   uint8
+	Source uint8
+	Pad    [2]uint8
+	Id     [20]uint8
+}
+
+type SynthSynthFileKey struct {
+	_          structs.HostLayout
+	Ino        uint64
+	CtimeSec   int64
+	Dev        uint32
+	CtimeNsec  uint32
+	Generation uint32
+	Pad        uint32
 }
 
 type SynthSynthHdr struct {
@@ -36,37 +66,58 @@ type SynthSynthMmap2 struct {
 		Misc uint16
 		Size uint16
 	}
-	Pid           uint32
-	Tid           uint32
-	Addr          uint64
-	Len           uint64
-	Pgoff         uint64
-	Maj           uint32
-	Min           uint32
-	Ino           uint64
-	InoGeneration uint64
-	Prot          uint32
-	Flags         uint32
-	Filename      [4096]int8
+	Pid   uint32
+	Tid   uint32
+	Addr  uint64
+	Len   uint64
+	Pgoff uint64
+	U     struct {
+		_ structs.HostLayout
+		F struct {
+			_             structs.HostLayout
+			Maj           uint32
+			Min           uint32
+			Ino           uint64
+			InoGeneration uint64
+		}
+	}
+	Prot     uint32
+	Flags    uint32
+	Filename [4096]int8
+}
+
+type SynthSynthPending struct {
+	_      structs.HostLayout
+	Start  uint64
+	End    uint64
+	Pid    uint32
+	Reason uint32
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SynthMapClaims      = "claims"
-	SynthMapEvents      = "events"
-	SynthMapScratch     = "scratch"
-	SynthProgDumpTask   = "dump_task"
-	SynthProgDumpVma    = "dump_vma"
-	SynthProgKernelText = "kernel_text"
-	SynthVarLastTid     = "last_tid"
-	SynthVarSynthFlags  = "synth_flags"
-	SynthVarSynthGen    = "synth_gen"
-	SynthVarSynthLost   = "synth_lost"
-	SynthVarSynthSeq    = "synth_seq"
-	SynthVarTextEnd     = "text_end"
-	SynthVarTextStart   = "text_start"
+	SynthMapBuildIds         = "build_ids"
+	SynthMapCandScratch      = "cand_scratch"
+	SynthMapClaims           = "claims"
+	SynthMapEvents           = "events"
+	SynthMapPending          = "pending"
+	SynthMapScratch          = "scratch"
+	SynthProgBuildIdsPrepass = "build_ids_prepass"
+	SynthProgDumpTask        = "dump_task"
+	SynthProgDumpVma         = "dump_vma"
+	SynthProgKernelText      = "kernel_text"
+	SynthVarBidFound         = "bid_found"
+	SynthVarBidNone          = "bid_none"
+	SynthVarBidReads         = "bid_reads"
+	SynthVarLastTid          = "last_tid"
+	SynthVarSynthFlags       = "synth_flags"
+	SynthVarSynthGen         = "synth_gen"
+	SynthVarSynthLost        = "synth_lost"
+	SynthVarSynthSeq         = "synth_seq"
+	SynthVarTextEnd          = "text_end"
+	SynthVarTextStart        = "text_start"
 )
 
 // LoadSynth returns the embedded CollectionSpec for Synth.
@@ -111,24 +162,31 @@ type SynthSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthProgramSpecs struct {
-	DumpTask   *ebpf.ProgramSpec `ebpf:"dump_task"`
-	DumpVma    *ebpf.ProgramSpec `ebpf:"dump_vma"`
-	KernelText *ebpf.ProgramSpec `ebpf:"kernel_text"`
+	BuildIdsPrepass *ebpf.ProgramSpec `ebpf:"build_ids_prepass"`
+	DumpTask        *ebpf.ProgramSpec `ebpf:"dump_task"`
+	DumpVma         *ebpf.ProgramSpec `ebpf:"dump_vma"`
+	KernelText      *ebpf.ProgramSpec `ebpf:"kernel_text"`
 }
 
 // SynthMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthMapSpecs struct {
-	Claims  *ebpf.MapSpec `ebpf:"claims"`
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
+	BuildIds    *ebpf.MapSpec `ebpf:"build_ids"`
+	CandScratch *ebpf.MapSpec `ebpf:"cand_scratch"`
+	Claims      *ebpf.MapSpec `ebpf:"claims"`
+	Events      *ebpf.MapSpec `ebpf:"events"`
+	Pending     *ebpf.MapSpec `ebpf:"pending"`
+	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // SynthVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthVariableSpecs struct {
+	BidFound   *ebpf.VariableSpec `ebpf:"bid_found"`
+	BidNone    *ebpf.VariableSpec `ebpf:"bid_none"`
+	BidReads   *ebpf.VariableSpec `ebpf:"bid_reads"`
 	LastTid    *ebpf.VariableSpec `ebpf:"last_tid"`
 	SynthFlags *ebpf.VariableSpec `ebpf:"synth_flags"`
 	SynthGen   *ebpf.VariableSpec `ebpf:"synth_gen"`
@@ -158,15 +216,21 @@ func (o *SynthObjects) Close() error {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthMaps struct {
-	Claims  *ebpf.Map `ebpf:"claims"`
-	Events  *ebpf.Map `ebpf:"events"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
+	BuildIds    *ebpf.Map `ebpf:"build_ids"`
+	CandScratch *ebpf.Map `ebpf:"cand_scratch"`
+	Claims      *ebpf.Map `ebpf:"claims"`
+	Events      *ebpf.Map `ebpf:"events"`
+	Pending     *ebpf.Map `ebpf:"pending"`
+	Scratch     *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *SynthMaps) Close() error {
 	return _SynthClose(
+		m.BuildIds,
+		m.CandScratch,
 		m.Claims,
 		m.Events,
+		m.Pending,
 		m.Scratch,
 	)
 }
@@ -175,6 +239,9 @@ func (m *SynthMaps) Close() error {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthVariables struct {
+	BidFound   *ebpf.Variable `ebpf:"bid_found"`
+	BidNone    *ebpf.Variable `ebpf:"bid_none"`
+	BidReads   *ebpf.Variable `ebpf:"bid_reads"`
 	LastTid    *ebpf.Variable `ebpf:"last_tid"`
 	SynthFlags *ebpf.Variable `ebpf:"synth_flags"`
 	SynthGen   *ebpf.Variable `ebpf:"synth_gen"`
@@ -188,13 +255,15 @@ type SynthVariables struct {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthPrograms struct {
-	DumpTask   *ebpf.Program `ebpf:"dump_task"`
-	DumpVma    *ebpf.Program `ebpf:"dump_vma"`
-	KernelText *ebpf.Program `ebpf:"kernel_text"`
+	BuildIdsPrepass *ebpf.Program `ebpf:"build_ids_prepass"`
+	DumpTask        *ebpf.Program `ebpf:"dump_task"`
+	DumpVma         *ebpf.Program `ebpf:"dump_vma"`
+	KernelText      *ebpf.Program `ebpf:"kernel_text"`
 }
 
 func (p *SynthPrograms) Close() error {
 	return _SynthClose(
+		p.BuildIdsPrepass,
 		p.DumpTask,
 		p.DumpVma,
 		p.KernelText,

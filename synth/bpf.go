@@ -130,6 +130,11 @@ func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, err
 			return d.stats, err
 		}
 	}
+	if !b.opts.NoBuildID {
+		if err := b.buildIDPass(ctx, d); err != nil {
+			return d.stats, err
+		}
+	}
 	if err := b.pass(ctx, d, b.objs.DumpTask, b.opts.Pids, d.addTask); err != nil {
 		return d.stats, err
 	}
@@ -153,6 +158,9 @@ func (b *BPF) configure() error {
 	var flags uint32
 	if b.opts.Data {
 		flags |= cfgData
+	}
+	if !b.opts.NoBuildID {
+		flags |= cfgBuildID
 	}
 	if err := b.objs.SynthGen.Set(b.gen); err != nil {
 		return fmt.Errorf("set generation: %w", err)

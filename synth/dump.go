@@ -101,8 +101,25 @@ func (d *dump) addVMA(rec []byte) error {
 		return nil
 	}
 	d.stats.Mappings++
+	d.countFile(rec)
 	return d.write(rec)
 }
+
+// countFile counts file-backed mappings and those with a build ID.
+func (d *dump) countFile(rec []byte) {
+	misc := binary.NativeEndian.Uint16(rec[4:])
+	switch {
+	case misc&perfdata.MiscMmapBuildID != 0:
+		d.stats.FileMappings++
+		d.stats.BuildIDMappings++
+	case binary.NativeEndian.Uint64(rec[mmap2InoOff:]) != 0:
+		d.stats.FileMappings++
+	}
+}
+
+// mmap2InoOff is the offset of ino in a PERF_RECORD_MMAP2: header 8,
+// pid/tid 8, addr/len/pgoff 24, maj/min 8.
+const mmap2InoOff = 48
 
 // flushBefore writes the thread records of processes below tgid that have
 // no mappings (kernel threads, exited processes).

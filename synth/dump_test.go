@@ -3,6 +3,7 @@ package synth_test
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"slices"
@@ -29,18 +30,19 @@ type mapKey struct {
 	prot, shared, maj, min uint32
 	ino                    uint64
 	path                   string
+	buildID                string // hex; maj, min and ino are then 0
 }
 
 func (k mapKey) String() string {
-	return fmt.Sprintf("%d %x-%x %x prot=%d shared=%d %x:%x %d %q",
-		k.pid, k.start, k.end, k.pgoff, k.prot, k.shared, k.maj, k.min, k.ino, k.path)
+	return fmt.Sprintf("%d %x-%x %x prot=%d shared=%d %x:%x %d %q %s",
+		k.pid, k.start, k.end, k.pgoff, k.prot, k.shared, k.maj, k.min, k.ino, k.path, k.buildID)
 }
 
 // procKeys reads what /proc/PID/maps says, keeping executable mappings
 // only unless data is set.
 func procKeys(t *testing.T, pid int, data bool) []mapKey {
 	t.Helper()
-	all, ok := tryProcKeys(pid)
+	all, ok := tryProcKeys(pid, true)
 	if !ok {
 		t.Fatalf("cannot read /proc/%d/maps", pid)
 	}
@@ -103,6 +105,9 @@ func (d *dumped) add(rec []byte, sampleType uint64) error {
 			prot: m.Prot, maj: m.Maj, min: m.Min, ino: m.Ino, path: m.Filename}
 		if m.Flags&1 != 0 {
 			k.shared = 1
+		}
+		if m.BuildID != nil {
+			k.buildID = hex.EncodeToString(m.BuildID)
 		}
 		d.maps = append(d.maps, k)
 		d.misc = append(d.misc, m.Misc)
@@ -315,14 +320,14 @@ func TestDumpHostMatchesProc(t *testing.T) {
 	}
 	before := map[int][]mapKey{}
 	for _, pid := range pids {
-		if keys, ok := tryProcKeys(pid); ok {
+		if keys, ok := tryProcKeys(pid, true); ok {
 			before[pid] = keys
 		}
 	}
 	d := runDump(t, synth.Options{Data: true})
 	checked := 0
 	for pid, keys := range before {
-		after, ok := tryProcKeys(pid)
+		after, ok := tryProcKeys(pid, true)
 		if !ok || !slices.Equal(keys, after) || pid == os.Getpid() {
 			// Exited or changed during the dump; this process maps
 			// the rings during the dump only.
@@ -341,7 +346,9 @@ func TestDumpHostMatchesProc(t *testing.T) {
 
 // tryProcKeys reads every mapping of a process that may be gone or
 // unreadable. An anonymous mapping is named "//anon", as perf names it.
-func tryProcKeys(pid int) ([]mapKey, bool) {
+// With buildIDs, a mapping of a file with a GNU build ID is expected in
+// build-ID form.
+func tryProcKeys(pid int, buildIDs bool) ([]mapKey, bool) {
 	maps, err := procfs.ReadMaps(pid)
 	if err != nil || len(maps) == 0 {
 		return nil, false // gone, unreadable, or a kernel thread
@@ -355,6 +362,10 @@ func tryProcKeys(pid int) ([]mapKey, bool) {
 		}
 		if k.path == "" {
 			k.path = "//anon"
+		}
+		if id := fileBuildID(pid, m); buildIDs && id != nil {
+			k.buildID = hex.EncodeToString(id)
+			k.maj, k.min, k.ino = 0, 0, 0
 		}
 		keys = append(keys, k)
 	}

@@ -15,6 +15,9 @@ type Options struct {
 	Data bool
 	// NoKernel leaves out the kernel and module maps.
 	NoKernel bool
+	// NoBuildID writes every MMAP2 record with maj/min/ino instead of
+	// the build ID of its file.
+	NoBuildID bool
 	// RingPages is the data size of each per-CPU ring, in pages: a power
 	// of two, at least MinRingPages; 0 means DefaultRingPages.
 	RingPages int
@@ -70,4 +73,9 @@ type Stats struct {
 	Skipped   int           // requested processes that were gone
 	Reads     int           // paced reads of the iterators
 	Elapsed   time.Duration // wall time of the dump
+
+	FileMappings    int // MMAP2 records of file-backed mappings
+	BuildIDMappings int // of which carry a build ID
+	ELFReads        int // ELF headers the BPF prepass read in this dump
+	BuildIDsUser    int // files whose build ID userspace read in this dump
 }
