@@ -52,6 +52,7 @@ struct cand {
 };
 
 struct cands {
+	__u32 n; /* in the map, not a register: the VMA loop's states converge */
 	struct cand c[SYNTH_MAX_CANDS];
 	struct synth_build_id id;
 	__u8 notes[SYNTH_NOTE_BYTES + 32]; /* slack: masked offsets + a u32 or an id stay inside */
@@ -247,6 +248,7 @@ int build_ids_prepass(struct bpf_iter__task *ctx)
 	if (!cs)
 		return 0;
 	pid = task->tgid;
+	cs->n = 0;
 	bpf_iter_task_vma_new(&it, task, 0);
 	while ((vma = bpf_iter_task_vma_next(&it))) {
 		struct synth_file_key k;
@@ -261,6 +263,7 @@ int build_ids_prepass(struct bpf_iter__task *ctx)
 			pend(&k, pid, vma->vm_start, vma->vm_end, SYNTH_PEND_OFFSET);
 			continue;
 		}
+		n = cs->n;
 		if (n >= SYNTH_MAX_CANDS) {
 			pend(&k, pid, vma->vm_start, vma->vm_end, SYNTH_PEND_MANY);
 			continue;
@@ -268,8 +271,9 @@ int build_ids_prepass(struct bpf_iter__task *ctx)
 		cs->c[n].key = k;
 		cs->c[n].start = vma->vm_start;
 		cs->c[n].end = vma->vm_end;
-		n++;
+		cs->n = n + 1;
 	}
+	n = cs->n;
 	bpf_iter_task_vma_destroy(&it); /* drops the mmap lock: now copy */
 
 	/* One bpf_loop callback per candidate keeps the verifier's work

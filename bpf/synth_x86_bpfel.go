@@ -15,6 +15,8 @@ import (
 
 type SynthCands struct {
 	_ structs.HostLayout
+	N uint32
+	_ [4]byte
 	C [64]struct {
 		_     structs.HostLayout
 		Key   SynthSynthFileKey

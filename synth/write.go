@@ -39,7 +39,14 @@ func (b *BPF) WritePerfData(ctx context.Context, out io.Writer, opts WriteOption
 	if err != nil {
 		return Stats{}, fmt.Errorf("start perf.data: %w", err)
 	}
-	st, derr := b.Dump(ctx, w.WriteRecord)
+	var table buildIDTable
+	st, derr := b.Dump(ctx, func(rec []byte) error {
+		table.add(rec)
+		return w.WriteRecord(rec)
+	})
+	if derr == nil && !b.opts.NoBuildID {
+		derr = w.WriteBuildIDs(table.events(b.opts.NoKernel))
+	}
 	if cerr := w.Close(); derr == nil && cerr != nil {
 		derr = fmt.Errorf("finish perf.data: %w", cerr)
 	}

@@ -21,10 +21,11 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		pids      = fs.String("pid", "", "dump only these processes (`PID[,PID...]`)")
 		data      = fs.Bool("data", false, "include non-executable mappings, as perf record -d")
 		noKernel  = fs.Bool("no-kernel", false, "leave out the kernel and module maps")
+		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
 		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--ring-pages N]")
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid] [--ring-pages N]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -37,7 +38,7 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "synth dump: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	opts := synth.Options{Data: *data, NoKernel: *noKernel, RingPages: *ringPages}
+	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages}
 	var err error
 	if opts.Pids, err = parsePids(*pids); err != nil {
 		fmt.Fprintf(stderr, "synth dump: --pid: %v\n", err)
@@ -69,6 +70,10 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "synth: method %s: %d processes, %d mappings, %d records, %d lost, %v (%v with loading)\n",
 		st.Method, st.Processes, st.Mappings, st.Records, st.Lost,
 		st.Elapsed.Round(10*time.Microsecond), time.Since(start).Round(100*time.Microsecond))
+	if !*noBuildID {
+		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; %d ELF headers read in BPF, %d files read in userspace\n",
+			st.BuildIDMappings, st.FileMappings, st.ELFReads, st.BuildIDsUser)
+	}
 	if st.Lost > 0 {
 		fmt.Fprintf(stderr, "synth: %d records lost: the dump is incomplete (try a larger --ring-pages)\n", st.Lost)
 		return exitError

@@ -1,7 +1,7 @@
 // Command synth synthesizes perf records for the mappings that already
 // exist on a Linux host and writes them as perf.data.
 //
-//	synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--ring-pages N]
+//	synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid] [--ring-pages N]
 package main
 
 import (

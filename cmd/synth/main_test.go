@@ -67,22 +67,40 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 	return r
 }
 
-// summary is the numbers of synth's one-line summary on stderr.
+// summary is the numbers of synth's summary on stderr: one line, and a
+// second about build IDs unless --no-buildid.
 type summary struct {
 	method                             string
 	processes, mappings, records, lost int
+	buildIDs, fileMappings, elfReads   int
+	userFiles                          int
+	hasBuildIDLine                     bool
 }
 
-var summaryRE = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n$`)
+var (
+	summaryRE = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n`)
+	buildIDRE = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings; (\d+) ELF headers read in BPF, (\d+) files read in userspace\n$`)
+)
 
 func parseSummary(t *testing.T, stderr string) summary {
 	t.Helper()
 	m := summaryRE.FindStringSubmatch(stderr)
 	if m == nil {
-		t.Fatalf("stderr is not one summary line: %q", stderr)
+		t.Fatalf("stderr does not start with the summary line: %q", stderr)
 	}
-	n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
-	return summary{m[1], n(2), n(3), n(4), n(5)}
+	n := func(m []string, i int) int { v, _ := strconv.Atoi(m[i]); return v }
+	s := summary{method: m[1], processes: n(m, 2), mappings: n(m, 3), records: n(m, 4), lost: n(m, 5)}
+	rest := stderr[len(m[0]):]
+	if rest == "" {
+		return s
+	}
+	b := buildIDRE.FindStringSubmatch(rest)
+	if b == nil {
+		t.Fatalf("stderr after the summary is not the build-ID line: %q", rest)
+	}
+	s.buildIDs, s.fileMappings, s.elfReads, s.userFiles = n(b, 1), n(b, 2), n(b, 3), n(b, 4)
+	s.hasBuildIDLine = true
+	return s
 }
 
 // perfMmap2RE matches perf 6.1's text for an MMAP2 record, as perf script

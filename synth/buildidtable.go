@@ -1,0 +1,72 @@
+package synth
+
+import (
+	"encoding/binary"
+	"slices"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// buildIDTable collects the DSOs of a dump's MMAP2 records that carry a
+// build ID, for the HEADER_BUILD_ID section (file mode) or records (pipe
+// mode) that `perf buildid-list` and perf's symbolization read.
+type buildIDTable struct {
+	ids map[string][]byte // file name -> build ID
+}
+
+// Offsets in a PERF_RECORD_MMAP2 of the build-ID form: header 8, pid/tid
+// 8, addr/len/pgoff 24, then u8 size, 3 reserved bytes, build_id[20],
+// prot/flags 8, filename.
+const (
+	mmap2BuildIDSizeOff = 40
+	mmap2BuildIDOff     = 44
+	mmap2FilenameOff    = 72
+)
+
+func (t *buildIDTable) add(rec []byte) {
+	if recType(rec) != perfdata.RecordMmap2 ||
+		binary.NativeEndian.Uint16(rec[4:])&perfdata.MiscMmapBuildID == 0 ||
+		len(rec) <= mmap2FilenameOff {
+		return
+	}
+	n := int(rec[mmap2BuildIDSizeOff])
+	name := cstring(rec[mmap2FilenameOff:])
+	if n > buildIDMax {
+		return
+	}
+	if t.ids == nil {
+		t.ids = make(map[string][]byte)
+	}
+	if _, ok := t.ids[name]; !ok {
+		t.ids[name] = slices.Clone(rec[mmap2BuildIDOff : mmap2BuildIDOff+n])
+	}
+}
+
+func cstring(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// events returns the table as build-ID events, sorted by file name, led
+// by the kernel's (from /sys/kernel/notes) unless noKernel.
+func (t *buildIDTable) events(noKernel bool) []perfdata.BuildIDEvent {
+	var evs []perfdata.BuildIDEvent
+	if id := kernelBuildID(); id != nil && !noKernel {
+		evs = append(evs, perfdata.BuildIDEvent{Misc: perfdata.MiscKernel, Pid: -1,
+			BuildID: id, Filename: "[kernel.kallsyms]"})
+	}
+	names := make([]string, 0, len(t.ids))
+	for name := range t.ids {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		evs = append(evs, perfdata.BuildIDEvent{Misc: perfdata.MiscUser, Pid: -1,
+			BuildID: t.ids[name], Filename: name})
+	}
+	return evs
+}
