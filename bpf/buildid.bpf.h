@@ -78,7 +78,10 @@ static __always_inline void file_key(struct file *file, struct synth_file_key *k
 	k->dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	k->generation = BPF_CORE_READ(inode, i_generation);
 	k->ctime_sec = BPF_CORE_READ(inode, i_ctime_sec);
-	k->ctime_nsec = BPF_CORE_READ(inode, i_ctime_nsec);
+	/* Multigrain timestamps (6.13+) keep a "queried" flag in the top
+	 * bit of i_ctime_nsec: a stat() of the file flips it. Nanoseconds
+	 * fit in 30 bits. */
+	k->ctime_nsec = BPF_CORE_READ(inode, i_ctime_nsec) & ((1U << 30) - 1);
 	k->pad = 0;
 }
 

@@ -66,6 +66,7 @@ func (c *child) setUp() error {
 		{s.DataFile, c.dataFile},
 		{s.ManyVMAs > 0, c.manyVMAs},
 		{len(s.Threads) > 0, c.threads},
+		{len(s.Maps) > 0, c.mapExisting},
 	}
 	for _, st := range steps {
 		if !st.on {
@@ -215,6 +216,33 @@ func (c *child) threads() error {
 		if err := <-errs; err != nil {
 			return fmt.Errorf("name thread: %w", err)
 		}
+	}
+	return nil
+}
+
+// mapExisting maps the files of Spec.Maps read-exec.
+func (c *child) mapExisting() error {
+	for _, ms := range c.spec.Maps {
+		f, err := os.Open(ms.Path)
+		if err != nil {
+			return err
+		}
+		n := ms.Len
+		if n == 0 {
+			fi, err := f.Stat()
+			if err != nil {
+				f.Close()
+				return err
+			}
+			n = fi.Size() - ms.Off
+		}
+		m, err := unix.Mmap(int(f.Fd()), ms.Off, int(n), unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("mmap %s at %d: %w", ms.Path, ms.Off, err)
+		}
+		c.maps = append(c.maps, m)
+		c.files = append(c.files, ms.Path)
 	}
 	return nil
 }

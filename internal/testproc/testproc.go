@@ -37,6 +37,14 @@ type Spec struct {
 	DataFile  bool     // r-- private and rw- shared file mappings
 	ManyVMAs  int      // at least this many extra, unmergeable VMAs
 	Threads   []string // extra threads, named so
+	Maps      []MapSpec // existing files to map r-x, private
+}
+
+// MapSpec maps Len bytes of an existing file from offset Off (a page
+// multiple); Len 0 maps the rest of the file.
+type MapSpec struct {
+	Path     string
+	Off, Len int64
 }
 
 // Proc is a running helper process.
