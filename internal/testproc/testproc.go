@@ -28,15 +28,15 @@ const envSpec = "SYNTH_TESTPROC"
 
 // Spec says which mappings the helper process makes.
 type Spec struct {
-	Dir       string   // where its files go (StartT uses t.TempDir())
-	LongPath  bool     // r-x file, path > 300 characters, at pgoff 0 and 1 page
-	SpacePath bool     // r-x file whose path holds spaces
-	Deleted   bool     // r-x file unlinked after mapping it
-	Memfd     bool     // r-x MAP_SHARED memfd "synth-test"
-	AnonExec  bool     // anonymous rwx memory
-	DataFile  bool     // r-- private and rw- shared file mappings
-	ManyVMAs  int      // at least this many extra, unmergeable VMAs
-	Threads   []string // extra threads, named so
+	Dir       string    // where its files go (StartT uses t.TempDir())
+	LongPath  bool      // r-x file, path > 300 characters, at pgoff 0 and 1 page
+	SpacePath bool      // r-x file whose path holds spaces
+	Deleted   bool      // r-x file unlinked after mapping it
+	Memfd     bool      // r-x MAP_SHARED memfd "synth-test"
+	AnonExec  bool      // anonymous rwx memory
+	DataFile  bool      // r-- private and rw- shared file mappings
+	ManyVMAs  int       // at least this many extra, unmergeable VMAs
+	Threads   []string  // extra threads, named so
 	Maps      []MapSpec // existing files to map r-x, private
 }
 
