@@ -23,10 +23,13 @@ import (
 	"github.com/synth-dev/synth/synth"
 )
 
-// fileKey names a file for the build-ID oracle's cache.
+// fileKey names a file for the build-ID oracle's cache. Inode numbers
+// are reused by files the tests create and delete, so the path is part
+// of it.
 type fileKey struct {
 	maj, min uint32
 	ino      uint64
+	path     string
 }
 
 var (
@@ -41,7 +44,7 @@ func fileBuildID(pid int, m procfs.Mapping) []byte {
 	if m.Ino == 0 {
 		return nil
 	}
-	k := fileKey{m.Maj, m.Min, m.Ino}
+	k := fileKey{m.Maj, m.Min, m.Ino, m.Path}
 	oracleMu.Lock()
 	defer oracleMu.Unlock()
 	if id, ok := oracleCache[k]; ok {
