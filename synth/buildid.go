@@ -47,7 +47,10 @@ func (b *BPF) buildIDPass(ctx context.Context, d *dump) error {
 		return fmt.Errorf("read build-id counters: %w", err)
 	}
 	d.stats.ELFReads = int(after - before)
-	return b.resolvePending(d)
+	if err := b.resolvePending(d); err != nil {
+		return err
+	}
+	return b.countCache(d)
 }
 
 // drainIter runs an iterator that emits nothing to its end.
@@ -99,6 +102,28 @@ func (b *BPF) resolvePending(d *dump) error {
 	}
 	for i := range done {
 		b.objs.Pending.Delete(&done[i])
+	}
+	return nil
+}
+
+// countCache counts the files in the build-ID cache with an ID, by source.
+func (b *BPF) countCache(d *dump) error {
+	var (
+		key synthbpf.SynthSynthFileKey
+		id  synthbpf.SynthSynthBuildId
+		it  = b.objs.BuildIds.Iterate()
+	)
+	for it.Next(&key, &id) {
+		switch {
+		case id.Size == 0:
+		case id.Source == bidBPF:
+			d.stats.CachedBPF++
+		case id.Source == bidUser:
+			d.stats.CachedUser++
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("count build-id cache: %w", err)
 	}
 	return nil
 }

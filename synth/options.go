@@ -78,4 +78,6 @@ type Stats struct {
 	BuildIDMappings int // of which carry a build ID
 	ELFReads        int // ELF headers the BPF prepass read in this dump
 	BuildIDsUser    int // files whose build ID userspace read in this dump
+	CachedBPF       int // files in the build-ID cache with an ID read by BPF
+	CachedUser      int // files in the build-ID cache with an ID read by userspace
 }

@@ -71,8 +71,8 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		st.Method, st.Processes, st.Mappings, st.Records, st.Lost,
 		st.Elapsed.Round(10*time.Microsecond), time.Since(start).Round(100*time.Microsecond))
 	if !*noBuildID {
-		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; %d ELF headers read in BPF, %d files read in userspace\n",
-			st.BuildIDMappings, st.FileMappings, st.ELFReads, st.BuildIDsUser)
+		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; files: %d from BPF, %d from userspace; read now: %d ELF headers in BPF, %d files in userspace\n",
+			st.BuildIDMappings, st.FileMappings, st.CachedBPF, st.CachedUser, st.ELFReads, st.BuildIDsUser)
 	}
 	if st.Lost > 0 {
 		fmt.Fprintf(stderr, "synth: %d records lost: the dump is incomplete (try a larger --ring-pages)\n", st.Lost)

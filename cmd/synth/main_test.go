@@ -73,13 +73,13 @@ type summary struct {
 	method                             string
 	processes, mappings, records, lost int
 	buildIDs, fileMappings, elfReads   int
-	userFiles                          int
+	bpfFiles, userFiles, userReads     int
 	hasBuildIDLine                     bool
 }
 
 var (
 	summaryRE = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n`)
-	buildIDRE = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings; (\d+) ELF headers read in BPF, (\d+) files read in userspace\n$`)
+	buildIDRE = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings; files: (\d+) from BPF, (\d+) from userspace; read now: (\d+) ELF headers in BPF, (\d+) files in userspace\n$`)
 )
 
 func parseSummary(t *testing.T, stderr string) summary {
@@ -98,7 +98,8 @@ func parseSummary(t *testing.T, stderr string) summary {
 	if b == nil {
 		t.Fatalf("stderr after the summary is not the build-ID line: %q", rest)
 	}
-	s.buildIDs, s.fileMappings, s.elfReads, s.userFiles = n(b, 1), n(b, 2), n(b, 3), n(b, 4)
+	s.buildIDs, s.fileMappings, s.bpfFiles, s.userFiles = n(b, 1), n(b, 2), n(b, 3), n(b, 4)
+	s.elfReads, s.userReads = n(b, 5), n(b, 6)
 	s.hasBuildIDLine = true
 	return s
 }
