@@ -12,7 +12,8 @@ import (
 // `perf script --show-mmap-events` reads. It needs CAP_BPF and
 // CAP_PERFMON, so it is compiled but not run by go test.
 func Example() {
-	b, err := synth.NewBPF(synth.Options{Pids: []int{os.Getpid()}})
+	opts := synth.Options{Pids: []int{os.Getpid()}}
+	b, err := synth.NewBPF(opts)
 	if err != nil {
 		fmt.Println(err) // e.g. missing CAP_BPF
 		return
@@ -24,7 +25,7 @@ func Example() {
 		return
 	}
 	defer f.Close()
-	st, err := b.WritePerfData(context.Background(), f, synth.WriteOptions{})
+	st, err := synth.WritePerfData(context.Background(), b, opts, f, synth.WriteOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

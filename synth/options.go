@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/synth-dev/synth/perfdata"
@@ -31,6 +32,14 @@ type Options struct {
 // IP|TID|TIME|CPU|PERIOD.
 const DefaultSampleType = perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime |
 	perfdata.SampleCPU | perfdata.SamplePeriod
+
+// check rejects options no method can honour.
+func (o *Options) check() error {
+	if p := o.RingPages; p != 0 && (p < MinRingPages || p&(p-1) != 0) {
+		return fmt.Errorf("ring size %d pages: want a power of two >= %d", p, MinRingPages)
+	}
+	return nil
+}
 
 func (o *Options) sampleType() uint64 {
 	if o.SampleType == 0 {

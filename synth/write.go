@@ -22,17 +22,17 @@ type WriteOptions struct {
 	Pipe *bool
 }
 
-// WritePerfData runs one dump and writes its records to out as perf.data,
-// under the attr of the BPF's Options. out is not closed. When the dump
-// fails part way, what was written is still closed off as a valid
-// perf.data file, and the error is returned.
-func (b *BPF) WritePerfData(ctx context.Context, out io.Writer, opts WriteOptions) (Stats, error) {
+// WritePerfData runs one dump of m and writes its records to out as
+// perf.data, under the attr of o, the Options m was opened with. out is
+// not closed. When the dump fails part way, what was written is still
+// closed off as a valid perf.data file, and the error is returned.
+func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts WriteOptions) (Stats, error) {
 	cmdline := opts.Cmdline
 	if cmdline == nil {
 		cmdline = os.Args
 	}
 	w, err := perfdata.NewWriter(out, perfdata.WriterOptions{
-		Attrs:    []perfdata.WriterAttr{{Attr: b.opts.Attr(), Name: attrName}},
+		Attrs:    []perfdata.WriterAttr{{Attr: o.Attr(), Name: attrName}},
 		Features: perfdata.HostFeatures(cmdline),
 		Pipe:     opts.Pipe,
 	})
@@ -40,12 +40,12 @@ func (b *BPF) WritePerfData(ctx context.Context, out io.Writer, opts WriteOption
 		return Stats{}, fmt.Errorf("start perf.data: %w", err)
 	}
 	var table buildIDTable
-	st, derr := b.Dump(ctx, func(rec []byte) error {
+	st, derr := m.Dump(ctx, func(rec []byte) error {
 		table.add(rec)
 		return w.WriteRecord(rec)
 	})
-	if derr == nil && !b.opts.NoBuildID {
-		derr = w.WriteBuildIDs(table.events(b.opts.NoKernel))
+	if derr == nil && !o.NoBuildID {
+		derr = w.WriteBuildIDs(table.events(o.NoKernel))
 	}
 	if cerr := w.Close(); derr == nil && cerr != nil {
 		derr = fmt.Errorf("finish perf.data: %w", cerr)

@@ -22,10 +22,12 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		data      = fs.Bool("data", false, "include non-executable mappings, as perf record -d")
 		noKernel  = fs.Bool("no-kernel", false, "leave out the kernel and module maps")
 		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
+		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
+		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
 		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid] [--ring-pages N]")
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid]\n                  [--method auto|bpf|procmaps|procquery] [--threads N] [--ring-pages N]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -51,16 +53,19 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	start := time.Now()
-	b, err := synth.NewBPF(opts)
+	m, why, err := synth.OpenMethod(*method, opts, *threads)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	defer b.Close()
+	defer m.Close()
+	if len(why) > 0 {
+		fmt.Fprintf(stderr, "synth: using a fallback method because %v\n", joinErrs(why))
+	}
 	w, closeOut, err := openOutput(*out, stdout)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	st, err := b.WritePerfData(ctx, w, wopts)
+	st, err := synth.WritePerfData(ctx, m, opts, w, wopts)
 	if cerr := closeOut(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -70,7 +75,12 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "synth: method %s: %d processes, %d mappings, %d records, %d lost, %v (%v with loading)\n",
 		st.Method, st.Processes, st.Mappings, st.Records, st.Lost,
 		st.Elapsed.Round(10*time.Microsecond), time.Since(start).Round(100*time.Microsecond))
-	if !*noBuildID {
+	switch {
+	case *noBuildID || st.Method == synth.MethodProcmaps:
+	case st.Method == synth.MethodProcquery:
+		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings, from PROCMAP_QUERY\n",
+			st.BuildIDMappings, st.FileMappings)
+	default:
 		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; files: %d from BPF, %d from userspace; read now: %d ELF headers in BPF, %d files in userspace\n",
 			st.BuildIDMappings, st.FileMappings, st.CachedBPF, st.CachedUser, st.ELFReads, st.BuildIDsUser)
 	}
@@ -112,4 +122,13 @@ func openOutput(path string, stdout io.Writer) (io.Writer, func() error, error) 
 		}
 		return nil
 	}, nil
+}
+
+// joinErrs renders errors on one line.
+func joinErrs(errs []error) string {
+	s := make([]string, len(errs))
+	for i, e := range errs {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "; ")
 }

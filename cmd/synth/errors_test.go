@@ -37,14 +37,17 @@ func oneLine(t *testing.T, r result, want ...string) {
 
 func TestNotRoot(t *testing.T) {
 	testenv.Root(t)
-	r := runCmd(t, setpriv(t, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"))
-	oneLine(t, r, "CAP_BPF", "CAP_PERFMON")
+	cmd := setpriv(t, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all")
+	cmd.Args = append(cmd.Args, "--method", "bpf")
+	oneLine(t, runCmd(t, cmd), "CAP_BPF", "CAP_PERFMON")
 }
 
 func TestMissingCapability(t *testing.T) {
 	testenv.Root(t)
 	// Root without CAP_BPF (and without CAP_SYS_ADMIN, which implies it).
-	r := runCmd(t, setpriv(t, "--inh-caps=-bpf,-sys_admin", "--bounding-set=-bpf,-sys_admin"))
+	cmd := setpriv(t, "--inh-caps=-bpf,-sys_admin", "--bounding-set=-bpf,-sys_admin")
+	cmd.Args = append(cmd.Args, "--method", "bpf")
+	r := runCmd(t, cmd)
 	oneLine(t, r, "CAP_BPF")
 	if strings.Contains(r.stderr, "CAP_PERFMON") {
 		t.Errorf("stderr names CAP_PERFMON, which the process has: %q", r.stderr)

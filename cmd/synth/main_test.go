@@ -78,8 +78,9 @@ type summary struct {
 }
 
 var (
-	summaryRE = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n`)
-	buildIDRE = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings; files: (\d+) from BPF, (\d+) from userspace; read now: (\d+) ELF headers in BPF, (\d+) files in userspace\n$`)
+	procqueryIDRE = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings, from PROCMAP_QUERY\n$`)
+	summaryRE     = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n`)
+	buildIDRE     = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings; files: (\d+) from BPF, (\d+) from userspace; read now: (\d+) ELF headers in BPF, (\d+) files in userspace\n$`)
 )
 
 func parseSummary(t *testing.T, stderr string) summary {
@@ -92,6 +93,10 @@ func parseSummary(t *testing.T, stderr string) summary {
 	s := summary{method: m[1], processes: n(m, 2), mappings: n(m, 3), records: n(m, 4), lost: n(m, 5)}
 	rest := stderr[len(m[0]):]
 	if rest == "" {
+		return s
+	}
+	if pq := procqueryIDRE.FindStringSubmatch(rest); pq != nil {
+		s.buildIDs, s.fileMappings, s.hasBuildIDLine = n(pq, 1), n(pq, 2), true
 		return s
 	}
 	b := buildIDRE.FindStringSubmatch(rest)

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
+)
+
+// Each method writes a perf.data perf reads without a warning, with the
+// test process's mappings exactly as /proc shows them.
+func TestMethodsPerf(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	p := testproc.StartT(t, everything)
+	for _, method := range []string{"procmaps", "procquery"} {
+		file := filepath.Join(t.TempDir(), "perf.data")
+		r := runCmd(t, exec.Command(synthBin, "dump", "--method", method, "--threads", "2", "--no-buildid", "--data", "-o", file))
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", method, r.code, r.stderr)
+		}
+		if sum := parseSummary(t, r.stderr); sum.method != method {
+			t.Errorf("summary says method %q, want %q", sum.method, method)
+		}
+		script := exec.Command(perf, "script", "--show-mmap-events", "--show-task-events", "-i", file)
+		script.Env = perfEnv(t)
+		sr := runCmd(t, script)
+		noWarnings(t, "perf script", sr)
+		checkPerfOutput(t, method, sr.stdout, p, true)
+	}
+}
+
+// auto falls back from bpf when CAP_BPF is missing, and says why in one
+// line before the summary.
+func TestAutoFallback(t *testing.T) {
+	testenv.Root(t)
+	r := runCmd(t, setpriv(t, "--inh-caps=-bpf,-sys_admin", "--bounding-set=-bpf,-sys_admin"))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	first, rest, _ := strings.Cut(r.stderr, "\n")
+	if !strings.HasPrefix(first, "synth: using a fallback method because bpf: ") || !strings.Contains(first, "CAP_BPF") {
+		t.Errorf("first line %q does not say why bpf was not used", first)
+	}
+	if sum := parseSummary(t, rest); sum.method != "procquery" {
+		t.Errorf("auto chose %q, want procquery", sum.method)
+	}
+}

@@ -1,0 +1,217 @@
+package synth
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// procMapping is one mapping as a /proc based method reads it.
+type procMapping struct {
+	procfs.Mapping
+	BuildID []byte // nil: unknown
+}
+
+// procReader reads the mappings of one process.
+type procReader func(pid int) ([]procMapping, error)
+
+// procMethod synthesizes records from /proc, one process per task of a
+// pool of workers, and writes them in perf's order. Procmaps and
+// Procquery differ only in how they read a process's mappings.
+type procMethod struct {
+	name    string
+	opts    Options
+	threads int
+	read    procReader
+	text    kernelMap
+}
+
+func newProcMethod(name string, opts Options, threads int, read procReader) (*procMethod, error) {
+	if threads <= 0 {
+		threads = 1
+	}
+	m := &procMethod{name: name, opts: opts, threads: threads, read: read}
+	if !opts.NoKernel {
+		text, err := kallsymsText("/proc/kallsyms")
+		if err != nil {
+			return nil, err
+		}
+		m.text = text
+	}
+	return m, nil
+}
+
+// procResult is what a worker made of one process.
+type procResult struct {
+	recs                 []byte
+	threads, maps, files int
+	buildIDs             int
+	gone                 bool
+}
+
+// Dump synthesizes the host (or Options.Pids) and hands each record to
+// emit in perf's order: kernel maps, then per process COMM/FORK and MMAP2.
+func (m *procMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
+	d := newDump(m.opts, emit, nil)
+	d.stats.Method = m.name
+	if err := d.kernelMaps(m.text); err != nil {
+		return d.stats, err
+	}
+	pids := m.opts.Pids
+	if len(pids) == 0 {
+		var err error
+		if pids, err = procfs.Pids(); err != nil {
+			return d.stats, err
+		}
+	}
+	err := m.run(ctx, pids, func(r *procResult) error {
+		if r.gone {
+			d.stats.Skipped++
+			return nil
+		}
+		d.stats.Processes++
+		d.stats.Threads += r.threads
+		d.stats.Mappings += r.maps
+		d.stats.FileMappings += r.files
+		d.stats.BuildIDMappings += r.buildIDs
+		for rec := r.recs; len(rec) >= 8; {
+			n := int(uint16(rec[6]) | uint16(rec[7])<<8)
+			d.stats.Records++
+			if err := emit(rec[:n]); err != nil {
+				return err
+			}
+			rec = rec[n:]
+		}
+		return nil
+	})
+	return d.finishStats(), err
+}
+
+// run reads the processes with the worker pool and hands the results to
+// write in pid order. At most 4 results per worker wait to be written.
+func (m *procMethod) run(ctx context.Context, pids []int, write func(*procResult) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slots := make([]chan *procResult, len(pids))
+	for i := range slots {
+		slots[i] = make(chan *procResult, 1)
+	}
+	window := make(chan struct{}, 4*m.threads)
+	var next int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range m.threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case window <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(pids) {
+					<-window
+					return
+				}
+				slots[i] <- m.process(pids[i])
+			}
+		}()
+	}
+	defer wg.Wait()
+	for i := range pids {
+		var r *procResult
+		select {
+		case r = <-slots[i]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		<-window
+		if err := write(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// process synthesizes one process: COMM for the leader, FORK and COMM for
+// the other threads, then MMAP2 for its mappings. A process that is gone
+// or unreadable comes back marked gone.
+func (m *procMethod) process(pid int) *procResult {
+	r := &procResult{}
+	st := m.opts.sampleType()
+	comms, err := procfs.ReadComms(pid)
+	if err != nil {
+		r.gone = true
+		return r
+	}
+	// The process exists (its comms were read): a kernel thread has no
+	// maps, /proc/1/maps may be unreadable, and a process exiting now
+	// loses them. Its threads are reported either way.
+	maps, _ := m.read(pid)
+	tids := make([]int, 0, len(comms))
+	for tid := range comms {
+		tids = append(tids, tid)
+	}
+	slices.Sort(tids)
+	p := uint32(pid)
+	for _, tid := range tids {
+		t := uint32(tid)
+		if tid != pid {
+			f := perfdata.Fork{Pid: p, Ppid: p, Tid: t, Ptid: p}
+			r.recs = f.Append(r.recs, st, &perfdata.SampleID{Pid: p, Tid: t})
+		}
+		c := perfdata.Comm{Pid: p, Tid: t, Comm: comms[tid]}
+		r.recs = c.Append(r.recs, st, &perfdata.SampleID{Pid: p, Tid: t})
+		r.threads++
+	}
+	for _, mp := range maps {
+		if mp.Prot&protExec == 0 && !m.opts.Data {
+			continue
+		}
+		r.recs = m.mmap2(r, mp, p, st)
+	}
+	return r
+}
+
+// mmap2 appends the MMAP2 record of one mapping, as perf synthesizes it
+// from /proc: anonymous mappings named //anon, page offset as /proc shows.
+func (m *procMethod) mmap2(r *procResult, mp procMapping, pid uint32, st uint64) []byte {
+	rec := perfdata.Mmap2{
+		Misc: perfdata.MiscUser, Pid: pid, Tid: pid,
+		Addr: mp.Start, Len: mp.End - mp.Start, Pgoff: mp.Pgoff,
+		Maj: mp.Maj, Min: mp.Min, Ino: mp.Ino,
+		Prot: mp.Prot, Flags: mp.Flags(), Filename: mp.Path,
+	}
+	if mp.Prot&protExec == 0 {
+		rec.Misc |= perfdata.MiscMmapData
+	}
+	if rec.Filename == "" {
+		rec.Filename = "//anon"
+	}
+	if mp.Ino != 0 || mp.BuildID != nil {
+		r.files++
+	}
+	if mp.BuildID != nil && !m.opts.NoBuildID {
+		rec.BuildID = mp.BuildID
+		r.buildIDs++
+	}
+	r.maps++
+	return rec.Append(r.recs, st, &perfdata.SampleID{Pid: pid, Tid: pid})
+}
+
+// Close releases nothing; it is there for the Method interface.
+func (m *procMethod) Close() error { return nil }
+
+// pidPath is the path of a file of process pid in /proc.
+func pidPath(pid int, name string) string {
+	return "/proc/" + strconv.Itoa(pid) + "/" + name
+}

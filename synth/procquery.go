@@ -1,0 +1,128 @@
+package synth
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"unsafe"
+
+	"github.com/synth-dev/synth/internal/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// procmapQuery mirrors struct procmap_query (include/uapi/linux/fs.h,
+// Linux 6.11+); x/sys has no wrapper.
+type procmapQuery struct {
+	Size        uint64
+	QueryFlags  uint64
+	QueryAddr   uint64
+	VMAStart    uint64
+	VMAEnd      uint64
+	VMAFlags    uint64
+	VMAPageSize uint64
+	VMAOffset   uint64
+	Inode       uint64
+	DevMajor    uint32
+	DevMinor    uint32
+	VMANameSize uint32
+	BuildIDSize uint32
+	VMANameAddr uint64
+	BuildIDAddr uint64
+}
+
+const (
+	// PROCMAP_QUERY = _IOWR('f', 17, struct procmap_query)
+	procmapQueryIoctl = 3<<30 | uint(unsafe.Sizeof(procmapQuery{}))<<16 | 'f'<<8 | 17
+
+	pmqReadable       = 0x01
+	pmqWritable       = 0x02
+	pmqExecutable     = 0x04
+	pmqShared         = 0x08
+	pmqCoveringOrNext = 0x10
+)
+
+// NewProcquery returns the procquery method: it asks the PROCMAP_QUERY
+// ioctl of /proc/PID/maps for each VMA, with the kernel's build ID of its
+// file, and reads task comms from /proc, with a pool of threads workers.
+func NewProcquery(opts Options, threads int) (Method, error) {
+	if err := probeProcquery(); err != nil {
+		return nil, err
+	}
+	gate, err := findGateVMA()
+	if err != nil {
+		return nil, err
+	}
+	return newProcMethod("procquery", opts, threads, func(pid int) ([]procMapping, error) {
+		return queryMaps(pid, gate)
+	})
+}
+
+// ErrNoProcquery reports a kernel without PROCMAP_QUERY (before 6.11).
+var ErrNoProcquery = errors.New("PROCMAP_QUERY ioctl not supported by this kernel")
+
+func probeProcquery() error {
+	_, err := queryMaps(os.Getpid(), nil)
+	if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL) {
+		return ErrNoProcquery
+	}
+	return err
+}
+
+// queryMaps walks the VMAs of pid with PROCMAP_QUERY and appends the gate
+// area, which /proc/PID/maps shows but the VMA tree does not hold.
+func queryMaps(pid int, gate *gateVMA) ([]procMapping, error) {
+	f, err := os.Open(pidPath(pid, "maps"))
+	if err != nil {
+		return nil, fmt.Errorf("query maps of pid %d: %w", pid, err)
+	}
+	defer f.Close()
+	var (
+		maps []procMapping
+		name = make([]byte, 4096)
+		bid  = make([]byte, buildIDMax)
+		q    procmapQuery
+	)
+	for addr := uint64(0); ; {
+		q = procmapQuery{
+			Size: uint64(unsafe.Sizeof(q)), QueryFlags: pmqCoveringOrNext, QueryAddr: addr,
+			VMANameSize: uint32(len(name)), VMANameAddr: uint64(uintptr(unsafe.Pointer(&name[0]))),
+			BuildIDSize: uint32(len(bid)), BuildIDAddr: uint64(uintptr(unsafe.Pointer(&bid[0]))),
+		}
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), uintptr(procmapQueryIoctl), uintptr(unsafe.Pointer(&q)))
+		runtime.KeepAlive(name)
+		runtime.KeepAlive(bid)
+		if errno == unix.ENOENT {
+			break // no VMA at or after addr
+		}
+		if errno != 0 {
+			return nil, fmt.Errorf("query maps of pid %d: %w", pid, errno)
+		}
+		maps = append(maps, toMapping(&q, name, bid))
+		addr = q.VMAEnd
+	}
+	if gate != nil && len(maps) > 0 {
+		maps = append(maps, procMapping{Mapping: procfs.Mapping{Start: gate.start, End: gate.end,
+			Prot: gate.prot, Path: gateVMAName}})
+	}
+	return maps, nil
+}
+
+func toMapping(q *procmapQuery, name, bid []byte) procMapping {
+	m := procMapping{Mapping: procfs.Mapping{
+		Start: q.VMAStart, End: q.VMAEnd, Pgoff: q.VMAOffset, Ino: q.Inode,
+		Maj: q.DevMajor, Min: q.DevMinor, Shared: q.VMAFlags&pmqShared != 0,
+	}}
+	for bit, prot := range map[uint64]uint32{pmqReadable: protRead, pmqWritable: protWrite, pmqExecutable: protExec} {
+		if q.VMAFlags&bit != 0 {
+			m.Prot |= prot
+		}
+	}
+	if q.VMANameSize > 1 {
+		m.Path = string(name[:q.VMANameSize-1]) // the size counts the NUL
+	}
+	if q.BuildIDSize > 0 && int(q.BuildIDSize) <= len(bid) {
+		m.BuildID = append([]byte{}, bid[:q.BuildIDSize]...)
+	}
+	return m
+}
