@@ -323,3 +323,14 @@ int kernel_text(void *ctx)
 	bpf_kallsyms_lookup_name(etext, sizeof(etext), 0, &text_end);
 	return 0;
 }
+
+/* The benchmark floor: a task_vma iterator that only walks. */
+__u64 walked;
+
+SEC("iter/task_vma")
+int walk_vma(struct bpf_iter__task_vma *ctx)
+{
+	if (ctx->vma)
+		__sync_fetch_and_add(&walked, 1);
+	return 0;
+}

@@ -110,6 +110,7 @@ const (
 	SynthProgDumpTask        = "dump_task"
 	SynthProgDumpVma         = "dump_vma"
 	SynthProgKernelText      = "kernel_text"
+	SynthProgWalkVma         = "walk_vma"
 	SynthVarBidFound         = "bid_found"
 	SynthVarBidNone          = "bid_none"
 	SynthVarBidReads         = "bid_reads"
@@ -120,6 +121,7 @@ const (
 	SynthVarSynthSeq         = "synth_seq"
 	SynthVarTextEnd          = "text_end"
 	SynthVarTextStart        = "text_start"
+	SynthVarWalked           = "walked"
 )
 
 // LoadSynth returns the embedded CollectionSpec for Synth.
@@ -168,6 +170,7 @@ type SynthProgramSpecs struct {
 	DumpTask        *ebpf.ProgramSpec `ebpf:"dump_task"`
 	DumpVma         *ebpf.ProgramSpec `ebpf:"dump_vma"`
 	KernelText      *ebpf.ProgramSpec `ebpf:"kernel_text"`
+	WalkVma         *ebpf.ProgramSpec `ebpf:"walk_vma"`
 }
 
 // SynthMapSpecs contains maps before they are loaded into the kernel.
@@ -196,6 +199,7 @@ type SynthVariableSpecs struct {
 	SynthSeq   *ebpf.VariableSpec `ebpf:"synth_seq"`
 	TextEnd    *ebpf.VariableSpec `ebpf:"text_end"`
 	TextStart  *ebpf.VariableSpec `ebpf:"text_start"`
+	Walked     *ebpf.VariableSpec `ebpf:"walked"`
 }
 
 // SynthObjects contains all objects after they have been loaded into the kernel.
@@ -251,6 +255,7 @@ type SynthVariables struct {
 	SynthSeq   *ebpf.Variable `ebpf:"synth_seq"`
 	TextEnd    *ebpf.Variable `ebpf:"text_end"`
 	TextStart  *ebpf.Variable `ebpf:"text_start"`
+	Walked     *ebpf.Variable `ebpf:"walked"`
 }
 
 // SynthPrograms contains all programs after they have been loaded into the kernel.
@@ -261,6 +266,7 @@ type SynthPrograms struct {
 	DumpTask        *ebpf.Program `ebpf:"dump_task"`
 	DumpVma         *ebpf.Program `ebpf:"dump_vma"`
 	KernelText      *ebpf.Program `ebpf:"kernel_text"`
+	WalkVma         *ebpf.Program `ebpf:"walk_vma"`
 }
 
 func (p *SynthPrograms) Close() error {
@@ -269,6 +275,7 @@ func (p *SynthPrograms) Close() error {
 		p.DumpTask,
 		p.DumpVma,
 		p.KernelText,
+		p.WalkVma,
 	)
 }
 

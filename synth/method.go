@@ -45,6 +45,9 @@ func OpenMethod(name string, opts Options, threads int) (Method, []error, error)
 	case MethodProcquery:
 		m, err := NewProcquery(opts, threads)
 		return m, nil, err
+	case MethodFloor:
+		m, err := NewFloor()
+		return m, nil, err
 	case MethodAuto, "":
 		var why []error
 		for _, try := range []string{MethodBPF, MethodProcquery, MethodProcmaps} {

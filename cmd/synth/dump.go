@@ -76,7 +76,7 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		st.Method, st.Processes, st.Mappings, st.Records, st.Lost,
 		st.Elapsed.Round(10*time.Microsecond), time.Since(start).Round(100*time.Microsecond))
 	switch {
-	case *noBuildID || st.Method == synth.MethodProcmaps:
+	case *noBuildID || st.Method == synth.MethodProcmaps || st.Method == synth.MethodFloor:
 	case st.Method == synth.MethodProcquery:
 		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings, from PROCMAP_QUERY\n",
 			st.BuildIDMappings, st.FileMappings)

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/synth-dev/synth/internal/loadgen"
 )
 
 // Exit statuses.
@@ -21,7 +23,10 @@ const (
 	exitUsage = 2 // bad command line
 )
 
-func main() { os.Exit(run()) }
+func main() {
+	loadgen.Main() // a load process of synth bench or loadgen never returns
+	os.Exit(run())
+}
 
 func run() int {
 	// A closed output pipe must be an error the dump reports, not a
@@ -36,6 +41,10 @@ func run() int {
 	switch os.Args[1] {
 	case "dump":
 		return runDump(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "bench":
+		return runBench(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "loadgen":
+		return runLoadgen(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "help", "-h", "-help", "--help":
 		usage(os.Stdout)
 		return exitOK
@@ -50,7 +59,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: synth <command> [flags]
 
 commands:
-  dump    write a perf.data with the mappings of every existing process
+  dump     write a perf.data with the mappings of every existing process
+  bench    compare every synthesis method, and perf's, on this host
+  loadgen  hold load processes with many VMAs, to benchmark by hand
 
 Run 'synth dump -h' for the flags of a command.
 `)

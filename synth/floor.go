@@ -1,0 +1,54 @@
+package synth
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf/rlimit"
+	synthbpf "github.com/synth-dev/synth/bpf"
+)
+
+// MethodFloor names the benchmark floor: a task_vma iterator that walks
+// every VMA and emits nothing, the least any in-kernel method can cost.
+const MethodFloor = "floor"
+
+type floor struct {
+	objs synthbpf.SynthObjects
+}
+
+// NewFloor loads the floor's iterator. Its Dump writes no records and
+// reports the VMAs walked as Mappings.
+func NewFloor() (Method, error) {
+	if err := checkCaps(); err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("remove memlock limit: %w", err)
+	}
+	f := &floor{}
+	if err := synthbpf.LoadSynthObjects(&f.objs, nil); err != nil {
+		return nil, fmt.Errorf("load BPF programs: %w", err)
+	}
+	return f, nil
+}
+
+func (f *floor) Dump(ctx context.Context, _ func([]byte) error) (Stats, error) {
+	st := Stats{Method: MethodFloor}
+	start := time.Now()
+	var before, after uint64
+	if err := f.objs.Walked.Get(&before); err != nil {
+		return st, err
+	}
+	if err := drainIter(f.objs.WalkVma, 0); err != nil {
+		return st, err
+	}
+	if err := f.objs.Walked.Get(&after); err != nil {
+		return st, err
+	}
+	st.Mappings = int(after - before)
+	st.Elapsed = time.Since(start)
+	return st, nil
+}
+
+func (f *floor) Close() error { return f.objs.Close() }
