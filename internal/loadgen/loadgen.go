@@ -67,6 +67,15 @@ func Start(procs, vmas int) (*Load, error) {
 	return l, nil
 }
 
+// Pids returns the load processes.
+func (l *Load) Pids() []int {
+	pids := make([]int, len(l.procs))
+	for i, p := range l.procs {
+		pids[i] = p.Process.Pid
+	}
+	return pids
+}
+
 // Stop ends the processes.
 func (l *Load) Stop() error {
 	for _, in := range l.ins {
