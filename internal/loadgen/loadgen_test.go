@@ -45,4 +45,3 @@ func TestLoad(t *testing.T) {
 		t.Errorf("stop: %v", err)
 	}
 }
-
