@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/testenv"
+)
+
+// synth bench --json runs every method and names them as documented.
+func TestBenchJSON(t *testing.T) {
+	testenv.Root(t)
+	testenv.Perf(t)
+	r := runCmd(t, exec.Command(synthBin, "bench", "--reps", "1", "--threads", "2", "--json"))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var out struct {
+		Host struct {
+			VMAs int `json:"vmas"`
+		} `json:"host"`
+		Methods []struct {
+			Name     string  `json:"name"`
+			MedianNs int64   `json:"median_ns"`
+			Mappings int     `json:"mappings"`
+			Ratio    float64 `json:"ratio_to_bpf"`
+			RSS      int64   `json:"peak_rss_bytes"`
+		} `json:"methods"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	var names []string
+	for _, m := range out.Methods {
+		names = append(names, m.Name)
+		if m.MedianNs <= 0 || m.RSS <= 0 || m.Mappings <= 0 {
+			t.Errorf("%s: %+v", m.Name, m)
+		}
+	}
+	want := []string{"bpf", "bpf-nobuildid", "procmaps-1", "procmaps-2", "procquery", "floor", "perf-st", "perf-mt"}
+	if !slices.Equal(names, want) {
+		t.Errorf("methods %v, want %v", names, want)
+	}
+	if out.Methods[0].Ratio != 1 || out.Host.VMAs == 0 {
+		t.Errorf("bpf ratio %v, host VMAs %d", out.Methods[0].Ratio, out.Host.VMAs)
+	}
+}
