@@ -53,6 +53,7 @@ struct cand {
 
 struct cands {
 	__u32 n; /* in the map, not a register: the VMA loop's states converge */
+	__u64 last; /* the file of the VMA before, as a number */
 	struct cand c[SYNTH_MAX_CANDS];
 	struct synth_build_id id;
 	__u8 notes[SYNTH_NOTE_BYTES + 32]; /* slack: masked offsets + a u32 or an id stay inside */
@@ -252,6 +253,7 @@ int build_ids_prepass(struct bpf_iter__task *ctx)
 		return 0;
 	pid = task->tgid;
 	cs->n = 0;
+	cs->last = 0;
 	bpf_iter_task_vma_new(&it, task, 0);
 	while ((vma = bpf_iter_task_vma_next(&it))) {
 		struct synth_file_key k;
@@ -259,6 +261,13 @@ int build_ids_prepass(struct bpf_iter__task *ctx)
 
 		if (!file)
 			continue;
+		/* A file's later segments follow its first: when this VMA maps
+		 * the same file as the one before at an offset, it has nothing
+		 * new to say. Saves the key reads and lookups that dominate
+		 * processes with thousands of VMAs of a few files. */
+		if (vma->vm_pgoff != 0 && cs->last == (__u64)file)
+			continue;
+		cs->last = (__u64)file;
 		file_key(file, &k);
 		if (bpf_map_lookup_elem(&build_ids, &k))
 			continue;

@@ -14,10 +14,11 @@ import (
 )
 
 type SynthCands struct {
-	_ structs.HostLayout
-	N uint32
-	_ [4]byte
-	C [64]struct {
+	_    structs.HostLayout
+	N    uint32
+	_    [4]byte
+	Last uint64
+	C    [64]struct {
 		_     structs.HostLayout
 		Key   SynthSynthFileKey
 		Start uint64
