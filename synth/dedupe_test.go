@@ -1,0 +1,75 @@
+package synth
+
+import (
+	"testing"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+func mmap2(pid uint32, start, length, pgoff uint64, prot uint32, file string, ino uint64) []byte {
+	m := perfdata.Mmap2{Misc: perfdata.MiscUser, Pid: pid, Tid: pid, Addr: start, Len: length,
+		Pgoff: pgoff, Maj: 8, Min: 1, Ino: ino, Prot: prot, Flags: 2, Filename: file}
+	return m.Append(nil, 0, nil)
+}
+
+func TestDedupeRule(t *testing.T) {
+	base := mmap2(10, 0x1000, 0x2000, 0, 5, "/lib/a.so", 7)
+	for _, tc := range []struct {
+		name  string
+		live  []byte
+		lt    uint64
+		synth []byte
+		gen   uint64
+		st    uint64
+		keep  bool
+	}{
+		{"live before: duplicate", base, 100, base, 1, 200, false},
+		{"live after: the iterator saw it first", base, 300, base, 1, 200, true},
+		{"equal timestamps: not a duplicate", base, 200, base, 1, 200, true},
+		{"other process", mmap2(11, 0x1000, 0x2000, 0, 5, "/lib/a.so", 7), 100, base, 1, 200, true},
+		{"same region, other file name", mmap2(10, 0x1000, 0x2000, 0, 5, "/lib/b.so", 7), 100, base, 1, 200, true},
+		{"same region and name, other inode", mmap2(10, 0x1000, 0x2000, 0, 5, "/lib/a.so", 8), 100, base, 1, 200, true},
+		{"other protection (mprotect)", mmap2(10, 0x1000, 0x2000, 0, 1, "/lib/a.so", 7), 100, base, 1, 200, true},
+		{"other page offset", mmap2(10, 0x1000, 0x2000, 0x1000, 5, "/lib/a.so", 7), 100, base, 1, 200, true},
+		// A live mmap the kernel merged into the VMA before it: the
+		// iterator reports the merged VMA, a different region: kept.
+		{"merged VMA", mmap2(10, 0x2000, 0x1000, 0x1000, 5, "/lib/a.so", 7), 100, base, 1, 200, true},
+		{"stale generation", nil, 0, base, 0, 200, false},
+	} {
+		d := newDeduper(1)
+		if tc.live != nil {
+			d.addLive(tc.live, tc.lt)
+		}
+		if got := d.keepSynth(tc.synth, tc.gen, tc.st); got != tc.keep {
+			t.Errorf("%s: keep=%v, want %v", tc.name, got, tc.keep)
+		}
+		wantDup, wantStale := 0, 0
+		if !tc.keep && tc.gen == 1 {
+			wantDup = 1
+		}
+		if tc.gen != 1 {
+			wantStale = 1
+		}
+		if d.Duplicates != wantDup || d.Stale != wantStale {
+			t.Errorf("%s: duplicates %d stale %d", tc.name, d.Duplicates, d.Stale)
+		}
+	}
+}
+
+// The earliest live time counts: a mapping reported live twice (unmapped
+// and mapped again) is a duplicate of a synthesized record read after the
+// first report.
+func TestDedupeEarliestLive(t *testing.T) {
+	rec := mmap2(10, 0x1000, 0x1000, 0, 5, "/x", 1)
+	d := newDeduper(3)
+	d.addLive(rec, 500)
+	d.addLive(rec, 100)
+	if d.keepSynth(rec, 3, 300) {
+		t.Error("kept a record read after a live report of it")
+	}
+	// Build-ID form and maj/min/ino form of the same file differ.
+	m := perfdata.Mmap2{Misc: perfdata.MiscUser, Pid: 10, Addr: 0x1000, Len: 0x1000, Prot: 5, Filename: "/x", BuildID: []byte{1, 2}}
+	if !d.keepSynth(m.Append(nil, 0, nil), 3, 300) {
+		t.Error("dropped a build-ID record on a maj/min/ino live record")
+	}
+}
