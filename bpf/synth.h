@@ -20,11 +20,11 @@
 #define SYNTH_PACE_UNIT 64
 
 /* What each bpf_perf_event_output() sample adds around its data in the
- * ring with sample_type TID|TIME|RAW: perf_event_header (8), pid and tid
- * (8), time (8), raw size (4), and up to 7 bytes of padding to 8 bytes
- * (rounded up to 32). The pacing counts it, so that pacing bytes bound
- * ring bytes, not just record bytes. */
-#define SYNTH_SAMPLE_OVERHEAD 32
+ * ring with sample_type IDENTIFIER|TID|TIME|RAW: perf_event_header (8),
+ * identifier (8), pid and tid (8), time (8), raw size (4), and up to 7
+ * bytes of padding to 8 bytes (rounded up to 48). The pacing counts it,
+ * so that pacing bytes bound ring bytes, not just record bytes. */
+#define SYNTH_SAMPLE_OVERHEAD 48
 
 /* PERF_RECORD_* and PERF_RECORD_MISC_* (include/uapi/linux/perf_event.h) */
 #define SYNTH_RECORD_COMM 3

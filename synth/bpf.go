@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 	synthbpf "github.com/synth-dev/synth/bpf"
+	"golang.org/x/sys/unix"
 )
 
 // paceUnit mirrors SYNTH_PACE_UNIT in bpf/synth.h: the programs write one
@@ -19,7 +20,7 @@ const paceUnit = 64
 
 // maxRecordBytes bounds one emitted sample in a ring: struct synth_mmap2
 // with a PATH_MAX name, plus SYNTH_SAMPLE_OVERHEAD.
-const maxRecordBytes = hdrSize + 8 + 64 + 4096 + 32
+const maxRecordBytes = hdrSize + 8 + 64 + 4096 + 48
 
 // cfgData mirrors SYNTH_CFG_DATA.
 const cfgData = 1
@@ -34,6 +35,11 @@ type BPF struct {
 	gate  *gateVMA  // the [vsyscall] area /proc shows for every process
 	text  kernelMap // the kernel text map; zero without kernel addresses
 	lost  uint64    // synth_lost already accounted for
+	// dd drops stale and duplicate synthesized records; a session feeds
+	// it the live records.
+	dd *deduper
+	// ident is the sample_id_all identifier of synthesized records.
+	ident uint64
 	// readBuf is the bounded buffer iterator reads go through.
 	readBuf []byte
 	round   round
@@ -42,25 +48,31 @@ type BPF struct {
 // NewBPF checks privileges, loads the iterator programs and opens the
 // rings. Missing privileges give a *PermissionError.
 func NewBPF(opts Options) (*BPF, error) {
+	return newBPF(opts, ringConfig{pages: opts.RingPages})
+}
+
+func newBPF(opts Options, rc ringConfig) (*BPF, error) {
 	if err := checkCaps(); err != nil {
 		return nil, err
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	b := &BPF{opts: opts}
+	b := &BPF{opts: opts, dd: newDeduper(0)}
 	if err := synthbpf.LoadSynthObjects(&b.objs, nil); err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			return nil, &PermissionError{Op: "load BPF programs", Err: err}
 		}
 		return nil, fmt.Errorf("load BPF programs: %w", err)
 	}
-	r, err := openRings(opts.RingPages, b.objs.Events)
+	r, err := openRings(rc, b.objs.Events)
 	if err != nil {
 		b.objs.Close()
 		return nil, err
 	}
 	b.rings = r
+	b.round.bpfIDs = r.bpfIDs
+	b.ident = r.out[0].id
 	b.readBuf = make([]byte, readBudget(r.size))
 	b.gate, err = findGateVMA()
 	if err == nil && !opts.NoKernel {
@@ -120,38 +132,56 @@ func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, err
 		return Stats{}, os.ErrClosed
 	}
 	d := newDump(b.opts, emit, b.gate)
+	d.ident = b.ident
 	d.stats.Method = "bpf"
 	b.gen++
+	b.dd.begin(b.gen, monotonicNow())
+	dups, stale := b.dd.Duplicates, b.dd.Stale
+	err := b.dump(ctx, d)
+	b.dd.end()
+	d.stats.Duplicates, d.stats.Stale = b.dd.Duplicates-dups, b.dd.Stale-stale
+	return d.finishStats(), err
+}
+
+func (b *BPF) dump(ctx context.Context, d *dump) error {
 	if err := b.configure(); err != nil {
-		return d.stats, err
+		return err
 	}
 	if !b.opts.NoKernel {
 		if err := d.kernelMaps(b.text); err != nil {
-			return d.stats, err
+			return err
 		}
 	}
 	if !b.opts.NoBuildID {
 		if err := b.buildIDPass(ctx, d); err != nil {
-			return d.stats, err
+			return err
 		}
 	}
 	if err := b.pass(ctx, d, b.objs.DumpTask, b.opts.Pids, d.addTask); err != nil {
-		return d.stats, err
+		return err
 	}
 	live := d.tasksDone(b.opts.Pids)
 	if err := b.pass(ctx, d, b.objs.DumpVma, live, d.addVMA); err != nil {
-		return d.stats, err
+		return err
 	}
 	if err := d.finish(); err != nil {
-		return d.stats, err
+		return err
 	}
 	var lost uint64
 	if err := b.objs.SynthLost.Get(&lost); err != nil {
-		return d.stats, fmt.Errorf("read lost count: %w", err)
+		return fmt.Errorf("read lost count: %w", err)
 	}
 	d.stats.Lost += lost - b.lost
 	b.lost = lost
-	return d.finishStats(), nil
+	return nil
+}
+
+// monotonicNow reads CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns()
+// and of the rings' records.
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) // cannot fail for this clock
+	return uint64(ts.Nano())
 }
 
 func (b *BPF) configure() error {
@@ -227,8 +257,7 @@ func (b *BPF) deliver(d *dump, add func([]byte) error) error {
 	d.stats.Lost += r.lost
 	r.lost = 0
 	for _, rec := range r.sorted() {
-		if rec.gen != b.gen {
-			d.stats.Stale++
+		if !b.dd.keepSynth(r.bytes(rec), rec.gen, rec.time) {
 			continue
 		}
 		if err := add(r.bytes(rec)); err != nil {

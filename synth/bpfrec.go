@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	perf "github.com/elastic/go-perf"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -20,9 +19,12 @@ const (
 	recMinSize = 8 + 8 // perf_event_header + pid/tid
 )
 
-// sampleRawOffset is where the raw data size sits in a BPF output sample
-// with ringSampleFormat (TID|TIME|RAW): u32 pid, u32 tid, u64 time.
-const sampleRawOffset = 16
+// Offsets in a sample of a ring event (ringSampleType), from the start
+// of the record: header 8, identifier 8, pid/tid 8, time 8, raw size 4.
+const (
+	sampleIDOffset  = 8
+	sampleRawOffset = 32
+)
 
 // bpfRecord is one record taken out of a ring, referring into a round's
 // arena.
@@ -35,12 +37,16 @@ type bpfRecord struct {
 }
 
 // round collects the records of one paced iterator read from every ring
-// and hands them out in emission order.
+// and hands them out in emission order. Records that are not the
+// programs' own (the kernel's live records, samples of other events) go to
+// live, when set.
 type round struct {
-	arena []byte
-	recs  []bpfRecord
-	lost  uint64 // PERF_RECORD_LOST counts seen in the rings
-	other int    // records of other kinds (none expected in a dump)
+	bpfIDs map[uint64]struct{}
+	live   func(rec []byte) error
+	arena  []byte
+	recs   []bpfRecord
+	lost   uint64 // PERF_RECORD_LOST counts seen in the rings
+	other  int    // records of other kinds, when live is nil
 }
 
 func (r *round) reset() {
@@ -48,24 +54,33 @@ func (r *round) reset() {
 	r.recs = r.recs[:0]
 }
 
-// add takes one ring record; data excludes the 8-byte perf header.
-func (r *round) add(cpu int, h perf.RecordHeader, data []byte) error {
-	switch h.Type {
+// add takes one ring record, header included.
+func (r *round) add(cpu int, rec []byte) error {
+	switch recType(rec) {
 	case perfdata.RecordSample:
+		if len(rec) < sampleRawOffset+4 {
+			return fmt.Errorf("cpu %d: short sample (%d bytes)", cpu, len(rec))
+		}
+		if _, ok := r.bpfIDs[binary.NativeEndian.Uint64(rec[sampleIDOffset:])]; ok {
+			return r.addBPF(cpu, rec)
+		}
 	case perfdata.RecordLost:
-		if len(data) >= 16 {
-			r.lost += binary.NativeEndian.Uint64(data[8:])
+		if len(rec) >= 24 {
+			r.lost += binary.NativeEndian.Uint64(rec[16:])
 		}
 		return nil
-	default:
+	}
+	if r.live == nil {
 		r.other++
 		return nil
 	}
-	if len(data) < sampleRawOffset+4 {
-		return fmt.Errorf("cpu %d: short BPF sample (%d bytes)", cpu, len(data))
-	}
-	size := int(binary.NativeEndian.Uint32(data[sampleRawOffset:]))
-	raw := data[sampleRawOffset+4:]
+	return r.live(rec)
+}
+
+// addBPF unwraps a record the programs emitted from its RAW sample.
+func (r *round) addBPF(cpu int, sample []byte) error {
+	size := int(binary.NativeEndian.Uint32(sample[sampleRawOffset:]))
+	raw := sample[sampleRawOffset+4:]
 	if size > len(raw) || size < hdrSize+recMinSize {
 		return fmt.Errorf("cpu %d: BPF sample raw size %d out of range", cpu, size)
 	}

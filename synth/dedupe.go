@@ -6,73 +6,101 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// mapIdentity is what the dedupe rule compares: a mapping of the same
-// process, start, length, page offset, file and protection. The file is
-// its name and its identity (maj/min/ino, or the build ID).
-type mapIdentity struct {
+// mapKey is what the dedupe rule compares: the same process, start,
+// length, page offset, protection and file name.
+type mapKey struct {
 	pid               uint32
 	start, len, pgoff uint64
 	prot              uint32
-	ident             [24]byte // the MMAP2 union as recorded
-	buildID           bool
 	file              string
 }
 
-// identityOf reads the identity of an MMAP2 record without trailer
-// concerns: the fields it uses precede the file name.
-func identityOf(rec []byte) (mapIdentity, bool) {
+// mapFile is how an MMAP2 record identifies its file: the union of
+// maj/min/ino/ino_generation or of the build ID, as recorded.
+type mapFile struct {
+	buildID bool
+	ident   [24]byte
+}
+
+// sameFile reports whether two records name the same file. Records of
+// different forms cannot be compared (the kernel may have read a build
+// ID that the dump did not know, or the other way round): the name and
+// region decide.
+func (f mapFile) sameFile(o mapFile) bool {
+	return f.buildID != o.buildID || f.ident == o.ident
+}
+
+func keyOf(rec []byte) (mapKey, mapFile, bool) {
 	if len(rec) < mmap2FilenameOff+1 || recType(rec) != perfdata.RecordMmap2 {
-		return mapIdentity{}, false
+		return mapKey{}, mapFile{}, false
 	}
 	le := binary.NativeEndian
-	id := mapIdentity{
-		pid:     le.Uint32(rec[8:]),
-		start:   le.Uint64(rec[16:]),
-		len:     le.Uint64(rec[24:]),
-		pgoff:   le.Uint64(rec[32:]),
-		prot:    le.Uint32(rec[64:]),
-		buildID: le.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0,
-		file:    cstring(rec[mmap2FilenameOff:]),
+	k := mapKey{
+		pid:   le.Uint32(rec[8:]),
+		start: le.Uint64(rec[16:]),
+		len:   le.Uint64(rec[24:]),
+		pgoff: le.Uint64(rec[32:]),
+		prot:  le.Uint32(rec[64:]),
+		file:  cstring(rec[mmap2FilenameOff:]),
 	}
-	copy(id.ident[:], rec[40:64])
-	return id, true
+	f := mapFile{buildID: le.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0}
+	copy(f.ident[:], rec[40:64])
+	return k, f, true
+}
+
+type liveMap struct {
+	time uint64
+	file mapFile
 }
 
 // deduper applies the rule of DESIGN.md, "The generation number and the
 // dedupe rule", in one place: within generation gen, a synthesized MMAP2
 // record S is a duplicate, and dropped, when a live record L of the same
-// mapping identity has time(L) < time(S). Live records are never dropped;
-// records of another generation are stale.
+// pid, start, length, page offset, file and protection has
+// time(L) < time(S). Live records are never dropped; synthesized records
+// of another generation are stale, and dropped.
 //
-// Live MMAP2 records must come in the same form as the synthesized ones
-// to match: with build IDs on, the sideband attr sets build_id so the
-// kernel reports live mappings in build-ID form too.
+// The synthesized and live records of one process are ordered by the
+// process's mmap lock (the iterator reads under the read lock, the kernel
+// reports under the write lock), so comparing their times on one clock is
+// exact; equal times are not a duplicate.
 //
-// The synthesized and live records of the same process are ordered by
-// the process's mmap lock (the iterator reads under the read lock, the
-// kernel reports under the write lock), so comparing their timestamps on
-// one clock is exact; equal timestamps are not a duplicate.
+// The live stream of generation gen starts when its dump starts (begin)
+// and is forgotten when the dump ends (end): a live record after the end
+// cannot precede a synthesized one.
 type deduper struct {
-	gen  uint64
-	live map[mapIdentity]uint64 // earliest live time of each identity
+	gen   uint64
+	start uint64 // CLOCK_MONOTONIC time at which gen began
+	live  map[mapKey][]liveMap
 
 	Duplicates int // synthesized records dropped
-	Stale      int // records of another generation dropped
+	Stale      int // synthesized records of another generation dropped
 }
 
 func newDeduper(gen uint64) *deduper {
-	return &deduper{gen: gen, live: make(map[mapIdentity]uint64)}
+	return &deduper{gen: gen, live: make(map[mapKey][]liveMap)}
 }
 
-// addLive takes a live record of time t; only MMAP2 records matter.
+// begin starts generation gen at time start.
+func (d *deduper) begin(gen, start uint64) {
+	d.gen, d.start = gen, start
+	clear(d.live)
+}
+
+// end forgets the live records of the generation.
+func (d *deduper) end() { clear(d.live) }
+
+// addLive takes a live record of time t; only MMAP2 records of the
+// current generation's stream matter.
 func (d *deduper) addLive(rec []byte, t uint64) {
-	id, ok := identityOf(rec)
+	if t < d.start {
+		return
+	}
+	k, f, ok := keyOf(rec)
 	if !ok {
 		return
 	}
-	if old, seen := d.live[id]; !seen || t < old {
-		d.live[id] = t
-	}
+	d.live[k] = append(d.live[k], liveMap{time: t, file: f})
 }
 
 // keepSynth reports whether a synthesized record of generation gen, read
@@ -83,13 +111,18 @@ func (d *deduper) keepSynth(rec []byte, gen, t uint64) bool {
 		d.Stale++
 		return false
 	}
-	id, ok := identityOf(rec)
+	if len(d.live) == 0 {
+		return true
+	}
+	k, f, ok := keyOf(rec)
 	if !ok {
 		return true
 	}
-	if lt, seen := d.live[id]; seen && lt < t {
-		d.Duplicates++
-		return false
+	for _, l := range d.live[k] {
+		if l.time < t && l.file.sameFile(f) {
+			d.Duplicates++
+			return false
+		}
 	}
 	return true
 }

@@ -67,9 +67,35 @@ func TestDedupeEarliestLive(t *testing.T) {
 	if d.keepSynth(rec, 3, 300) {
 		t.Error("kept a record read after a live report of it")
 	}
-	// Build-ID form and maj/min/ino form of the same file differ.
-	m := perfdata.Mmap2{Misc: perfdata.MiscUser, Pid: 10, Addr: 0x1000, Len: 0x1000, Prot: 5, Filename: "/x", BuildID: []byte{1, 2}}
-	if !d.keepSynth(m.Append(nil, 0, nil), 3, 300) {
-		t.Error("dropped a build-ID record on a maj/min/ino live record")
+	// The kernel read a build ID the dump did not know: the build-ID
+	// form and the maj/min/ino form of one name and region are one file.
+	m := perfdata.Mmap2{Misc: perfdata.MiscUser | perfdata.MiscMmapBuildID, Pid: 10, Addr: 0x1000, Len: 0x1000, Prot: 5, Filename: "/x", BuildID: []byte{1, 2}}
+	d = newDeduper(3)
+	d.addLive(m.Append(nil, 0, nil), 200)
+	if d.keepSynth(rec, 3, 300) || d.Duplicates != 1 {
+		t.Errorf("kept a maj/min/ino record after a build-ID live record of it (duplicates %d)", d.Duplicates)
+	}
+}
+
+// A generation's live stream starts with its dump and ends with it.
+func TestDedupeGenerationWindow(t *testing.T) {
+	rec := mmap2(10, 0x1000, 0x1000, 0, 5, "/x", 1)
+	d := newDeduper(0)
+	d.begin(1, 1000)
+	d.addLive(rec, 900) // before the dump began: the previous stream's
+	if !d.keepSynth(rec, 1, 1100) {
+		t.Error("a live record from before the generation began dropped a synthesized one")
+	}
+	d.addLive(rec, 1050)
+	if d.keepSynth(rec, 1, 1100) {
+		t.Error("kept a duplicate")
+	}
+	d.end()
+	d.begin(2, 2000)
+	if !d.keepSynth(rec, 2, 2100) {
+		t.Error("the previous generation's live records leaked into the next")
+	}
+	if d.keepSynth(rec, 1, 2100) || d.Stale != 1 {
+		t.Errorf("generation 1 record kept in generation 2 (stale %d)", d.Stale)
 	}
 }

@@ -20,6 +20,7 @@ type dump struct {
 	gate       *gateVMA
 	start      time.Time
 	stats      Stats
+	ident      uint64 // sample_id_all identifier, with SampleIdentifier
 
 	arena  []byte              // thread records of all processes
 	groups map[uint32][]span   // tgid -> its thread records in arena
@@ -160,7 +161,7 @@ func (d *dump) endProc() error {
 	if d.gate.prot&protExec == 0 && !d.opts.Data {
 		return nil
 	}
-	d.buf = d.gate.append(d.buf[:0], d.cur, d.sampleType)
+	d.buf = d.gate.append(d.buf[:0], d.sampleType, d.sampleID(d.cur, d.cur))
 	d.stats.Mappings++
 	d.stats.Records++
 	return d.emit(d.buf)
@@ -186,10 +187,14 @@ func (d *dump) finishStats() Stats {
 // write appends the trailer to a record that has none and emits it.
 // Synthesized records carry time 0, perf's convention for initial state.
 func (d *dump) write(rec []byte) error {
-	sid := perfdata.SampleID{Pid: recPid(rec), Tid: recTid(rec)}
 	d.buf = append(d.buf[:0], rec...)
-	d.buf = perfdata.AppendSampleID(d.buf, d.sampleType, &sid)
+	d.buf = perfdata.AppendSampleID(d.buf, d.sampleType, d.sampleID(recPid(rec), recTid(rec)))
 	binary.NativeEndian.PutUint16(d.buf[6:], uint16(len(d.buf)))
 	d.stats.Records++
 	return d.emit(d.buf)
+}
+
+// sampleID is the trailer of a synthesized record of thread pid/tid.
+func (d *dump) sampleID(pid, tid uint32) *perfdata.SampleID {
+	return &perfdata.SampleID{Pid: pid, Tid: tid, Identifier: d.ident}
 }

@@ -80,7 +80,8 @@ func parseGateLine(line []byte) (*gateVMA, error) {
 }
 
 // append encodes the gate area of process pid as an MMAP2 record.
-func (g *gateVMA) append(b []byte, pid uint32, sampleType uint64) []byte {
+func (g *gateVMA) append(b []byte, sampleType uint64, sid *perfdata.SampleID) []byte {
+	pid := sid.Pid
 	m := perfdata.Mmap2{
 		Misc:     perfdata.MiscUser,
 		Pid:      pid,
@@ -94,5 +95,5 @@ func (g *gateVMA) append(b []byte, pid uint32, sampleType uint64) []byte {
 	if g.prot&protExec == 0 {
 		m.Misc |= perfdata.MiscMmapData
 	}
-	return m.Append(b, sampleType, &perfdata.SampleID{Pid: pid, Tid: pid})
+	return m.Append(b, sampleType, sid)
 }

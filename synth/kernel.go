@@ -46,7 +46,7 @@ func (d *dump) kernelMaps(text kernelMap) error {
 			Pgoff:    km.pgoff,
 			Filename: km.name,
 		}
-		d.buf = m.Append(d.buf[:0], d.sampleType, &perfdata.SampleID{Pid: kernelPid})
+		d.buf = m.Append(d.buf[:0], d.sampleType, d.sampleID(kernelPid, 0))
 		d.stats.Kernel++
 		d.stats.Records++
 		if err := d.emit(d.buf); err != nil {

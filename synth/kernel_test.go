@@ -85,7 +85,7 @@ func TestParseGateLine(t *testing.T) {
 	if _, err := parseGateLine([]byte("zz-1 r-xp [vsyscall]")); err == nil {
 		t.Error("malformed line: no error")
 	}
-	rec := g.append(nil, 42, DefaultSampleType)
+	rec := g.append(nil, DefaultSampleType, &perfdata.SampleID{Pid: 42, Tid: 42})
 	m, _, err := perfdata.ParseMmap2(rec, DefaultSampleType)
 	if err != nil || m.Pid != 42 || m.Filename != "[vsyscall]" || m.Misc != perfdata.MiscUser || m.Prot != protExec {
 		t.Errorf("gate record %+v %v", m, err)

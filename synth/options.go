@@ -71,17 +71,20 @@ func (o *Options) Attr() perfdata.Attr {
 
 // Stats describe one dump.
 type Stats struct {
-	Method    string        // "bpf", ...
-	Processes int           // processes with at least one record
-	Threads   int           // COMM records of tasks
-	Mappings  int           // MMAP2 records of processes
-	Kernel    int           // kernel and module map records
-	Records   int           // every record handed to the caller
-	Lost      uint64        // records the kernel could not deliver
-	Stale     int           // records of another generation, dropped
-	Skipped   int           // requested processes that were gone
-	Reads     int           // paced reads of the iterators
-	Elapsed   time.Duration // wall time of the dump
+	Method    string // "bpf", ...
+	Processes int    // processes with at least one record
+	Threads   int    // COMM records of tasks
+	Mappings  int    // MMAP2 records of processes
+	Kernel    int    // kernel and module map records
+	Records   int    // every record handed to the caller
+	Lost      uint64 // records the kernel could not deliver
+	Stale     int    // records of another generation, dropped
+	// Duplicates are synthesized records dropped because the live
+	// stream reported the mapping first (sessions only).
+	Duplicates int
+	Skipped    int           // requested processes that were gone
+	Reads      int           // paced reads of the iterators
+	Elapsed    time.Duration // wall time of the dump
 
 	FileMappings    int // MMAP2 records of file-backed mappings
 	BuildIDMappings int // of which carry a build ID
