@@ -72,6 +72,8 @@ type deduper struct {
 	gen   uint64
 	start uint64 // CLOCK_MONOTONIC time at which gen began
 	live  map[mapKey][]liveMap
+	// starts holds the start time of each generation, gen 1 first.
+	starts []uint64
 
 	Duplicates int // synthesized records dropped
 	Stale      int // synthesized records of another generation dropped
@@ -85,6 +87,19 @@ func newDeduper(gen uint64) *deduper {
 func (d *deduper) begin(gen, start uint64) {
 	d.gen, d.start = gen, start
 	clear(d.live)
+	for uint64(len(d.starts)) < gen {
+		d.starts = append(d.starts, start)
+	}
+}
+
+// genOf returns the generation whose live stream a record of time t
+// belongs to: the last one that began at or before t, 0 for none.
+func (d *deduper) genOf(t uint64) uint64 {
+	g := len(d.starts)
+	for g > 0 && d.starts[g-1] > t {
+		g--
+	}
+	return uint64(g)
 }
 
 // end forgets the live records of the generation.

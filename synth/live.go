@@ -1,0 +1,264 @@
+package synth
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// pollTick bounds how long ReadInto sleeps between drains of the rings,
+// and so how late a live record is returned.
+const pollTick = 50 * time.Millisecond
+
+// ReadInto returns the next record of the stream in rec, waiting for one
+// if need be. It returns os.ErrClosed after Close, ErrFlushed after Flush
+// has let it return what was in the rings, and os.ErrDeadlineExceeded
+// after the deadline. A dump that fails ends with its error, wrapped,
+// instead of a KindDumpEnd record; the session goes on streaming.
+func (s *Session) ReadInto(rec *Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.closed.Load() {
+			return os.ErrClosed
+		}
+		if s.inDump {
+			return s.readDump(rec)
+		}
+		flushing := s.flush.Load()
+		upTo := s.ready
+		if flushing {
+			upTo = ^uint64(0)
+		}
+		if s.live.pop(rec, upTo) {
+			s.count(rec)
+			return nil
+		}
+		if flushing && !s.b.rings.pending() {
+			s.flush.Store(false)
+			return ErrFlushed
+		}
+		if err := s.wait(flushing); err != nil {
+			return err
+		}
+		if err := s.drainLive(); err != nil {
+			return err
+		}
+	}
+}
+
+// readDump returns the next synthesized record of the running dump, or
+// its end.
+func (s *Session) readDump(rec *Record) error {
+	if raw, ok := s.next(); ok {
+		*rec = Record{Kind: KindSynthesized, Gen: s.curGen, Raw: raw}
+		s.stats.Synthesized++
+		return nil
+	}
+	s.stop()
+	s.next, s.stop, s.inDump = nil, nil, false
+	s.stats.Duplicates += uint64(s.last.Duplicates)
+	s.stats.Stale += uint64(s.last.Stale)
+	s.stats.Lost += s.last.Lost
+	// The dump drained the rings until now.
+	s.lastPoll = monotonicNow()
+	if s.dumpErr != nil {
+		return fmt.Errorf("dump: %w", s.dumpErr)
+	}
+	s.stats.Dumps++
+	*rec = Record{Kind: KindDumpEnd, Gen: s.curGen}
+	return nil
+}
+
+func (s *Session) count(rec *Record) {
+	switch rec.Kind {
+	case KindSample:
+		s.stats.Samples++
+	case KindLive:
+		s.stats.Live++
+	}
+}
+
+// wait sleeps until a ring reaches its watermark, the poll tick passes,
+// or Close, Flush or SetDeadline interrupt it.
+func (s *Session) wait(flushing bool) error {
+	if flushing {
+		return nil
+	}
+	timeout := pollTick
+	if dl := s.deadline.Load(); dl != 0 {
+		left := time.Until(time.Unix(0, dl))
+		if left <= 0 {
+			return os.ErrDeadlineExceeded
+		}
+		timeout = min(timeout, left)
+	}
+	_, err := unix.Poll(s.pollfds, int(timeout.Milliseconds())+1)
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return fmt.Errorf("poll rings: %w", err)
+	}
+	var buf [8]byte
+	_, _ = unix.Read(s.wake, buf[:]) // reset the eventfd; EAGAIN when not woken
+	return nil
+}
+
+// drainLive moves what the rings hold into the live queue. Records the
+// rings held before the previous drain are then complete up to that
+// drain's time: a record is written to its ring right after its time is
+// taken, so the previous drain's start is a safe ordering watermark.
+func (s *Session) drainLive() error {
+	now := monotonicNow()
+	s.live.compact()
+	r := &s.b.round
+	r.reset()
+	if err := s.b.rings.drain(r.add); err != nil {
+		return err
+	}
+	// Records of the programs outside a dump are left over from a dump
+	// that was stopped: stale.
+	s.stats.Stale += uint64(len(r.recs))
+	s.stats.Lost += r.lost
+	r.lost = 0
+	s.live.sort()
+	s.ready, s.lastPoll = s.lastPoll, now
+	return nil
+}
+
+// addLive takes a record of the rings that the programs did not emit.
+func (s *Session) addLive(rec []byte) error {
+	kind, t, pid, err := s.classify(rec)
+	if err != nil {
+		return err
+	}
+	if s.tracked != nil && !s.track(rec, pid) {
+		s.stats.Filtered++
+		return nil
+	}
+	if kind == KindLive && s.inDump {
+		s.b.dd.addLive(rec, t)
+	}
+	s.live.push(rec, liveRec{kind: kind, time: t, gen: s.b.dd.genOf(t)})
+	return nil
+}
+
+// Offsets in a sample of the sampling event: header 8, identifier 8,
+// ip 8, pid/tid 8, time 8.
+const (
+	samplePidOffset  = 24
+	sampleTimeOffset = 32
+)
+
+// classify returns a ring record's kind, time and process.
+func (s *Session) classify(rec []byte) (RecordKind, uint64, uint32, error) {
+	le := binary.NativeEndian
+	if recType(rec) == perfdata.RecordSample {
+		if len(rec) < sampleTimeOffset+8 {
+			return 0, 0, 0, fmt.Errorf("short sample (%d bytes)", len(rec))
+		}
+		return KindSample, le.Uint64(rec[sampleTimeOffset:]), le.Uint32(rec[samplePidOffset:]), nil
+	}
+	st := s.attrs[0].Attr.SampleType
+	if len(rec) >= 16 && len(s.attrs) > 1 && slices.Contains(s.attrs[1].IDs, le.Uint64(rec[len(rec)-8:])) {
+		st = s.attrs[1].Attr.SampleType // THROTTLE and the like of the sampler
+	}
+	sid, err := perfdata.ParseSampleID(rec, st)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("live record type %d: %w", recType(rec), err)
+	}
+	return KindLive, sid.Time, sid.Pid, nil
+}
+
+// track reports whether a record of process pid belongs to the session,
+// following the forks of the processes it follows.
+func (s *Session) track(rec []byte, pid uint32) bool {
+	switch recType(rec) {
+	case perfdata.RecordFork:
+		child, parent := recPid(rec), binary.NativeEndian.Uint32(rec[12:])
+		if _, ok := s.tracked[parent]; ok {
+			s.tracked[child] = struct{}{}
+		}
+		pid = child
+	case perfdata.RecordExit, perfdata.RecordComm, perfdata.RecordMmap2, perfdata.RecordMmap:
+		pid = recPid(rec)
+	}
+	_, ok := s.tracked[pid]
+	return ok
+}
+
+// liveRec is a record of the live queue.
+type liveRec struct {
+	kind   RecordKind
+	time   uint64
+	gen    uint64
+	off, n int
+}
+
+// liveQueue holds live records until their time order is settled.
+type liveQueue struct {
+	arena []byte
+	recs  []liveRec
+	head  int
+}
+
+func (q *liveQueue) push(rec []byte, lr liveRec) {
+	lr.off, lr.n = len(q.arena), len(rec)
+	q.arena = append(q.arena, rec...)
+	q.recs = append(q.recs, lr)
+}
+
+// sort puts the records not yet returned in time order; each CPU's are
+// already, so this merges them.
+func (q *liveQueue) sort() {
+	slices.SortStableFunc(q.recs[q.head:], func(a, b liveRec) int {
+		switch {
+		case a.time < b.time:
+			return -1
+		case a.time > b.time:
+			return 1
+		}
+		return 0
+	})
+}
+
+// pop returns the next record of time up to upTo.
+func (q *liveQueue) pop(rec *Record, upTo uint64) bool {
+	if q.head == len(q.recs) || q.recs[q.head].time > upTo {
+		return false
+	}
+	lr := q.recs[q.head]
+	q.head++
+	*rec = Record{Kind: lr.kind, Gen: lr.gen, Time: lr.time, Raw: q.arena[lr.off : lr.off+lr.n]}
+	return true
+}
+
+// compact drops the records already returned; it invalidates their Raw.
+func (q *liveQueue) compact() {
+	if q.head == 0 {
+		return
+	}
+	rest := q.recs[q.head:]
+	if len(rest) == 0 {
+		q.arena, q.recs, q.head = q.arena[:0], q.recs[:0], 0
+		return
+	}
+	// Records were pushed in arena order but sorted since: copy each.
+	size := 0
+	for _, lr := range rest {
+		size += lr.n
+	}
+	arena := make([]byte, 0, size)
+	for i := range rest {
+		arena = append(arena, q.arena[rest[i].off:rest[i].off+rest[i].n]...)
+		rest[i].off = len(arena) - rest[i].n
+	}
+	q.arena = arena
+	q.recs = append(q.recs[:0], rest...)
+	q.head = 0
+}

@@ -1,0 +1,306 @@
+package synth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// Errors of a Session.
+var (
+	// ErrFlushed is returned by ReadInto once it has returned every
+	// record that was in the rings when Flush was called.
+	ErrFlushed = errors.New("session flushed")
+	// ErrDumpRunning is returned by Dump while the previous dump's
+	// records have not all been read.
+	ErrDumpRunning = errors.New("a dump is still being read")
+	errStopped     = errors.New("dump stopped")
+)
+
+// SessionOptions configure a Session. The zero value streams the live
+// records of every process, and dumps as the zero Options do.
+type SessionOptions struct {
+	// Options say what dumps synthesize. Pids also restricts the live
+	// stream to those processes and the children they fork; SampleType
+	// is ignored: records carry the trailer of the rings (see Attrs).
+	Options
+	// Sample, when set, opens a sampling event on every CPU whose
+	// samples join the stream.
+	Sample *SampleOptions
+}
+
+// SampleOptions configure the sampling event of a Session: cpu-clock,
+// like perf record's default on machines without hardware counters.
+type SampleOptions struct {
+	// Freq is the sampling frequency in Hz; 0 means DefaultSampleFreq.
+	Freq uint64
+	// Callchain records call chains (perf record -g).
+	Callchain bool
+}
+
+// DefaultSampleFreq is perf record's default frequency.
+const DefaultSampleFreq = 4000
+
+// RecordKind says where a record of a session's stream comes from.
+type RecordKind uint8
+
+// Kinds of records.
+const (
+	KindSynthesized RecordKind = iota + 1 // state a dump read, time 0
+	KindLive                              // MMAP2, COMM, FORK, EXIT... as the kernel reported them
+	KindSample                            // a sample of the sampling event
+	KindDumpEnd                           // the end of a dump's synthesized records; no Raw
+)
+
+// Record is one record of a session's stream.
+type Record struct {
+	Kind RecordKind
+	// Gen is the generation: the dump that read a synthesized record,
+	// or the one whose live stream a live record or sample belongs to
+	// (0 before the first dump).
+	Gen uint64
+	// Time is the record's CLOCK_MONOTONIC time; 0 for synthesized ones.
+	Time uint64
+	// Raw is the perf record, header and sample_id_all trailer included,
+	// ready for perfdata.Writer.WriteRecord. It points into the
+	// session's buffers and is valid until the next call to ReadInto.
+	Raw []byte
+}
+
+// SessionStats count what a session has streamed.
+type SessionStats struct {
+	Dumps       int    // dumps completed
+	Synthesized uint64 // synthesized records returned
+	Live        uint64 // live records returned
+	Samples     uint64 // samples returned
+	Duplicates  uint64 // synthesized records dropped: the live stream had them first
+	Stale       uint64 // synthesized records of another generation dropped
+	Lost        uint64 // records the kernel or the programs could not write
+	Filtered    uint64 // live records of processes outside Options.Pids
+}
+
+// Session streams the records of a host, or of some processes: the state
+// that dumps synthesize, each dump with a new generation number, and the
+// live records the kernel reports, in one ordered stream. A dump's
+// synthesized records come first (time 0), then live records in time
+// order; a mapping is reported by a generation once, synthesized or live
+// (see deduper). ReadInto must not be called concurrently; Close, Flush
+// and SetDeadline may be called from any goroutine.
+type Session struct {
+	mu    sync.Mutex // held by ReadInto and Dump
+	opts  SessionOptions
+	b     *BPF
+	attrs []perfdata.WriterAttr
+	wake  int // eventfd: Close and Flush interrupt a waiting ReadInto
+
+	closed   atomic.Bool
+	flush    atomic.Bool
+	deadline atomic.Int64 // UnixNano; 0: none
+
+	// The dump being read.
+	next     func() ([]byte, bool)
+	stop     func()
+	last     Stats
+	dumpErr  error
+	inDump   bool
+	curGen   uint64
+	live     liveQueue
+	tracked  map[uint32]struct{} // nil: every process
+	ready    uint64              // records up to this time may be returned
+	lastPoll uint64
+	stats    SessionStats
+	pollfds  []unix.PollFd
+}
+
+// NewSession loads the BPF programs, opens the rings with the live
+// side-band (and the sampling event, if any) on every CPU, and starts
+// streaming. Missing privileges give a *PermissionError.
+func NewSession(opts SessionOptions) (*Session, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	opts.SampleType = sidebandSampleType
+	rc := ringConfig{pages: opts.RingPages, sideband: true, data: opts.Data, buildID: !opts.NoBuildID}
+	if opts.Sample != nil {
+		a := samplerAttr(opts.Sample)
+		rc.sampler = &a
+	}
+	b, err := newBPF(opts.Options, rc)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{opts: opts, b: b, wake: -1}
+	if err := s.init(rc); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Session) init(rc ringConfig) error {
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	s.wake = wake
+	for _, fd := range append(s.b.rings.fds(), wake) {
+		s.pollfds = append(s.pollfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	if len(s.opts.Pids) > 0 {
+		s.tracked = make(map[uint32]struct{})
+		for _, pid := range s.opts.Pids {
+			s.tracked[uint32(pid)] = struct{}{}
+		}
+	}
+	s.b.round.live = s.addLive
+	outIDs, samplerIDs := s.b.rings.ids()
+	side := rc.ringAttr()
+	side.Config = perfSWDummy
+	side.SampleType = sidebandSampleType
+	side.Flags &^= perfdata.AttrWatermark
+	side.WakeupEvents = 0
+	s.attrs = []perfdata.WriterAttr{{Attr: side, Name: attrName, IDs: outIDs}}
+	if rc.sampler != nil {
+		a := *rc.sampler
+		a.Flags &^= perfdata.AttrDisabled
+		s.attrs = append(s.attrs, perfdata.WriterAttr{Attr: a, Name: "cpu-clock", IDs: samplerIDs})
+		return s.b.rings.enableSamplers(true)
+	}
+	return nil
+}
+
+// perfSWDummy is PERF_COUNT_SW_DUMMY.
+const perfSWDummy = 9
+
+// samplerAttr is a cpu-clock event at o.Freq on one CPU, all threads.
+func samplerAttr(o *SampleOptions) perfdata.Attr {
+	freq := o.Freq
+	if freq == 0 {
+		freq = DefaultSampleFreq
+	}
+	st := uint64(perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID |
+		perfdata.SampleTime | perfdata.SampleCPU | perfdata.SamplePeriod)
+	if o.Callchain {
+		st |= perfdata.SampleCallchain
+	}
+	return perfdata.Attr{
+		Type:         unix.PERF_TYPE_SOFTWARE,
+		Size:         perfdata.AttrSize,
+		Config:       unix.PERF_COUNT_SW_CPU_CLOCK,
+		SamplePeriod: freq,
+		SampleType:   st,
+		Flags: perfdata.AttrDisabled | perfdata.AttrFreq | perfdata.AttrSampleIDAll |
+			perfdata.AttrUseClockID | perfdata.AttrExcludeGuest,
+		ClockID: unix.CLOCK_MONOTONIC,
+	}
+}
+
+// Attrs returns the attrs to write the stream under, with the ids its
+// records carry: the side-band (synthesized and live records), then the
+// sampling event if any.
+func (s *Session) Attrs() []perfdata.WriterAttr { return s.attrs }
+
+// Options returns the options the session was opened with.
+func (s *Session) Options() SessionOptions { return s.opts }
+
+// Dump starts a dump of a new generation. ReadInto returns its
+// synthesized records next, then a KindDumpEnd record, then the live
+// records that arrived meanwhile. ctx bounds the dump, not the reading.
+func (s *Session) Dump(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return os.ErrClosed
+	}
+	if s.inDump {
+		return ErrDumpRunning
+	}
+	seq := func(yield func([]byte) bool) {
+		s.last, s.dumpErr = s.b.Dump(ctx, func(rec []byte) error {
+			if !yield(rec) {
+				return errStopped
+			}
+			return nil
+		})
+	}
+	s.next, s.stop = iter.Pull(seq)
+	s.inDump = true
+	s.curGen = s.b.gen + 1
+	return nil
+}
+
+// LastDump returns the statistics of the last dump that ended.
+func (s *Session) LastDump() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// Stats returns what the session has streamed so far.
+func (s *Session) Stats() SessionStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// SetDeadline makes ReadInto return os.ErrDeadlineExceeded when it has
+// waited for records until t; the zero time means no deadline.
+func (s *Session) SetDeadline(t time.Time) {
+	var ns int64
+	if !t.IsZero() {
+		ns = t.UnixNano()
+	}
+	s.deadline.Store(ns)
+	s.interrupt()
+}
+
+// Flush makes ReadInto return every record now in the rings without
+// waiting for the time order to settle, then ErrFlushed: a consumer
+// stopping calls it to get the last records.
+func (s *Session) Flush() {
+	s.flush.Store(true)
+	s.interrupt()
+}
+
+func (s *Session) interrupt() {
+	if s.closed.Load() && s.wake < 0 {
+		return
+	}
+	var one = [8]byte{1}
+	_, _ = unix.Write(s.wake, one[:]) // a full counter is still a wakeup
+}
+
+// Close stops a dump in progress, unblocks ReadInto, and releases the
+// programs and rings. It is safe to call more than once.
+func (s *Session) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.interrupt()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		s.stop()
+		s.next, s.stop = nil, nil
+	}
+	err := s.b.Close()
+	unix.Close(s.wake)
+	return err
+}
+
+// Type returns the PERF_RECORD_* type of the record; 0 for KindDumpEnd.
+func (r *Record) Type() uint32 {
+	if len(r.Raw) < 8 {
+		return 0
+	}
+	return recType(r.Raw)
+}
