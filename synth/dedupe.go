@@ -2,12 +2,16 @@ package synth
 
 import (
 	"encoding/binary"
+	"strings"
 
 	"github.com/synth-dev/synth/perfdata"
 )
 
 // mapKey is what the dedupe rule compares: the same process, start,
 // length, page offset, protection and file name.
+// deletedSuffix is what d_path appends to the name of an unlinked file.
+const deletedSuffix = " (deleted)"
+
 type mapKey struct {
 	pid               uint32
 	start, len, pgoff uint64
@@ -41,7 +45,9 @@ func keyOf(rec []byte) (mapKey, mapFile, bool) {
 		len:   le.Uint64(rec[24:]),
 		pgoff: le.Uint64(rec[32:]),
 		prot:  le.Uint32(rec[64:]),
-		file:  cstring(rec[mmap2FilenameOff:]),
+		// A file unlinked after the mmap is named so by the
+		// iterator but not by the live record.
+		file: strings.TrimSuffix(cstring(rec[mmap2FilenameOff:]), deletedSuffix),
 	}
 	f := mapFile{buildID: le.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0}
 	copy(f.ident[:], rec[40:64])

@@ -34,6 +34,7 @@ func TestDedupeRule(t *testing.T) {
 		// A live mmap the kernel merged into the VMA before it: the
 		// iterator reports the merged VMA, a different region: kept.
 		{"merged VMA", mmap2(10, 0x2000, 0x1000, 0x1000, 5, "/lib/a.so", 7), 100, base, 1, 200, true},
+		{"file unlinked between the mmap and the dump", base, 100, mmap2(10, 0x1000, 0x2000, 0, 5, "/lib/a.so (deleted)", 7), 1, 200, false},
 		{"stale generation", nil, 0, base, 0, 200, false},
 	} {
 		d := newDeduper(1)

@@ -31,6 +31,9 @@ func Main() {
 		fmt.Printf("file %s\n", f)
 	}
 	fmt.Println("ready")
+	if spec.Churn {
+		go c.churn()
+	}
 	io.Copy(io.Discard, os.Stdin) // until the parent closes stdin
 	runtime.KeepAlive(c)
 	os.Exit(0)

@@ -38,6 +38,11 @@ type Spec struct {
 	ManyVMAs  int       // at least this many extra, unmergeable VMAs
 	Threads   []string  // extra threads, named so
 	Maps      []MapSpec // existing files to map r-x, private
+	// Churn, after the rest is set up, keeps mapping new files (each
+	// once, under a unique name in Dir, some unlinked at once), unmapping
+	// old ones, changing protections, and running /bin/true (fork, exec,
+	// exit), until the process is stopped.
+	Churn bool
 }
 
 // MapSpec maps Len bytes of an existing file from offset Off (a page
