@@ -37,7 +37,11 @@ func OpenMethod(name string, opts Options, threads int) (Method, []error, error)
 	}
 	switch name {
 	case MethodBPF:
-		m, err := NewBPF(opts)
+		if opts.NoLive {
+			m, err := NewBPF(opts)
+			return m, nil, err
+		}
+		m, err := NewLive(opts)
 		return m, nil, err
 	case MethodProcmaps:
 		m, err := NewProcmaps(opts, threads)

@@ -19,6 +19,10 @@ type Options struct {
 	// NoBuildID writes every MMAP2 record with maj/min/ino instead of
 	// the build ID of its file.
 	NoBuildID bool
+	// NoLive dumps with the BPF method without the live side-band: a
+	// mapping made while the dump runs may then be missed. Comparisons
+	// use it to measure what the side-band costs.
+	NoLive bool
 	// RingPages is the data size of each per-CPU ring, in pages: a power
 	// of two, at least MinRingPages; 0 means DefaultRingPages.
 	RingPages int
@@ -82,6 +86,9 @@ type Stats struct {
 	// Duplicates are synthesized records dropped because the live
 	// stream reported the mapping first (sessions only).
 	Duplicates int
+	// Live are the live records written with the dump: what changed
+	// while it ran (the BPF method with its side-band).
+	Live int
 	Skipped    int           // requested processes that were gone
 	Reads      int           // paced reads of the iterators
 	Elapsed    time.Duration // wall time of the dump

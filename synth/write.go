@@ -23,7 +23,8 @@ type WriteOptions struct {
 }
 
 // WritePerfData runs one dump of m and writes its records to out as
-// perf.data, under the attr of o, the Options m was opened with. out is
+// perf.data, under the attr of o, the Options m was opened with (or the
+// attrs of a session, for the BPF method). out is
 // not closed. When the dump fails part way, what was written is still
 // closed off as a valid perf.data file, and the error is returned.
 func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts WriteOptions) (Stats, error) {
@@ -31,8 +32,12 @@ func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts
 	if cmdline == nil {
 		cmdline = os.Args
 	}
+	attrs := []perfdata.WriterAttr{{Attr: o.Attr(), Name: attrName}}
+	if a, ok := m.(interface{ Attrs() []perfdata.WriterAttr }); ok {
+		attrs = a.Attrs()
+	}
 	w, err := perfdata.NewWriter(out, perfdata.WriterOptions{
-		Attrs:    []perfdata.WriterAttr{{Attr: o.Attr(), Name: attrName}},
+		Attrs:    attrs,
 		Features: perfdata.HostFeatures(cmdline),
 		Pipe:     opts.Pipe,
 	})

@@ -24,10 +24,11 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
 		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
 		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
+		noLive    = fs.Bool("no-live", false, "bpf method: dump without the live side-band (a mapping made meanwhile may be missed)")
 		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid]\n                  [--method auto|bpf|procmaps|procquery] [--threads N] [--ring-pages N]")
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid]\n                  [--method auto|bpf|procmaps|procquery] [--threads N] [--ring-pages N] [--no-live]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -40,7 +41,7 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "synth dump: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages}
+	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages, NoLive: *noLive}
 	var err error
 	if opts.Pids, err = parsePids(*pids); err != nil {
 		fmt.Fprintf(stderr, "synth dump: --pid: %v\n", err)
@@ -83,6 +84,10 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; files: %d from BPF, %d from userspace; read now: %d ELF headers in BPF, %d files in userspace\n",
 			st.BuildIDMappings, st.FileMappings, st.CachedBPF, st.CachedUser, st.ELFReads, st.BuildIDsUser)
+	}
+	if st.Method == synth.MethodBPF && !*noLive {
+		fmt.Fprintf(stderr, "synth: live side-band: %d records while dumping, %d synthesized records dropped as reported live first\n",
+			st.Live, st.Duplicates)
 	}
 	if st.Lost > 0 {
 		fmt.Fprintf(stderr, "synth: %d records lost: the dump is incomplete (try a larger --ring-pages)\n", st.Lost)

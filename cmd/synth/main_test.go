@@ -75,11 +75,14 @@ type summary struct {
 	buildIDs, fileMappings, elfReads   int
 	bpfFiles, userFiles, userReads     int
 	hasBuildIDLine                     bool
+	live, duplicates                   int
+	hasLiveLine                        bool
 }
 
 var (
 	procqueryIDRE = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings, from PROCMAP_QUERY\n$`)
 	summaryRE     = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n`)
+	liveRE        = regexp.MustCompile(`synth: live side-band: (\d+) records while dumping, (\d+) synthesized records dropped as reported live first\n$`)
 	buildIDRE     = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings; files: (\d+) from BPF, (\d+) from userspace; read now: (\d+) ELF headers in BPF, (\d+) files in userspace\n$`)
 )
 
@@ -92,6 +95,12 @@ func parseSummary(t *testing.T, stderr string) summary {
 	n := func(m []string, i int) int { v, _ := strconv.Atoi(m[i]); return v }
 	s := summary{method: m[1], processes: n(m, 2), mappings: n(m, 3), records: n(m, 4), lost: n(m, 5)}
 	rest := stderr[len(m[0]):]
+	if l := liveRE.FindStringSubmatchIndex(rest); l != nil {
+		s.live, _ = strconv.Atoi(rest[l[2]:l[3]])
+		s.duplicates, _ = strconv.Atoi(rest[l[4]:l[5]])
+		s.hasLiveLine = true
+		rest = rest[:l[0]]
+	}
 	if rest == "" {
 		return s
 	}

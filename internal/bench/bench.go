@@ -56,6 +56,7 @@ func (c *Config) methods() []method {
 	ms := []method{
 		{"bpf", dump("--method", "bpf"), parseSynth},
 		{"bpf-nobuildid", dump("--method", "bpf", "--no-buildid"), parseSynth},
+		{"bpf-nolive", dump("--method", "bpf", "--no-live"), parseSynth},
 	}
 	for n := 1; n <= c.Threads; n++ {
 		ms = append(ms, method{fmt.Sprintf("procmaps-%d", n), dump("--method", "procmaps", "--threads", strconv.Itoa(n)), parseSynth})

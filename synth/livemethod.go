@@ -1,0 +1,82 @@
+package synth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// liveMethod is the BPF method on a Session: each dump is a generation
+// of the session, written with the live records of its window, so that
+// a mapping made while the dump runs is reported once, live.
+type liveMethod struct {
+	s *Session
+}
+
+// NewLive opens a Session for opts and returns it as a Method.
+func NewLive(opts Options) (Method, error) {
+	s, err := NewSession(SessionOptions{Options: opts})
+	if err != nil {
+		return nil, err
+	}
+	return &liveMethod{s: s}, nil
+}
+
+// Attrs returns the attrs the records are written under.
+func (m *liveMethod) Attrs() []perfdata.WriterAttr { return m.s.Attrs() }
+
+// Dump hands emit the synthesized records of a new generation, then the
+// live records of that generation that the rings hold when it ends.
+func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
+	if err := m.s.Dump(ctx); err != nil {
+		return Stats{}, err
+	}
+	var (
+		rec  Record
+		gen  uint64
+		live, liveMaps int
+	)
+	for rec.Kind != KindDumpEnd {
+		if err := m.s.ReadInto(&rec); err != nil {
+			return m.s.LastDump(), err
+		}
+		if rec.Kind == KindSynthesized {
+			gen = rec.Gen
+			if err := emit(rec.Raw); err != nil {
+				m.s.Close() // stops the dump
+				return m.s.LastDump(), err
+			}
+		}
+	}
+	gen = rec.Gen
+	m.s.Flush()
+	for {
+		err := m.s.ReadInto(&rec)
+		if errors.Is(err, ErrFlushed) {
+			break
+		}
+		if err != nil {
+			return m.s.LastDump(), fmt.Errorf("read live records: %w", err)
+		}
+		if rec.Kind != KindLive || rec.Gen != gen {
+			continue
+		}
+		if err := emit(rec.Raw); err != nil {
+			return m.s.LastDump(), err
+		}
+		live++
+		if rec.Type() == perfdata.RecordMmap2 {
+			liveMaps++
+		}
+	}
+	st := m.s.LastDump()
+	st.Live = live
+	st.Mappings += liveMaps
+	st.Records += live
+	st.Lost = m.s.Stats().Lost
+	return st, nil
+}
+
+func (m *liveMethod) Close() error { return m.s.Close() }
