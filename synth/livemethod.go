@@ -34,8 +34,8 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 		return Stats{}, err
 	}
 	var (
-		rec  Record
-		gen  uint64
+		rec            Record
+		gen            uint64
 		live, liveMaps int
 	)
 	for rec.Kind != KindDumpEnd {

@@ -88,10 +88,10 @@ type Stats struct {
 	Duplicates int
 	// Live are the live records written with the dump: what changed
 	// while it ran (the BPF method with its side-band).
-	Live int
-	Skipped    int           // requested processes that were gone
-	Reads      int           // paced reads of the iterators
-	Elapsed    time.Duration // wall time of the dump
+	Live    int
+	Skipped int           // requested processes that were gone
+	Reads   int           // paced reads of the iterators
+	Elapsed time.Duration // wall time of the dump
 
 	FileMappings    int // MMAP2 records of file-backed mappings
 	BuildIDMappings int // of which carry a build ID
