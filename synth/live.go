@@ -32,20 +32,27 @@ func (s *Session) ReadInto(rec *Record) error {
 		if s.inDump {
 			return s.readDump(rec)
 		}
-		flushing := s.flush.Load()
+		if s.flush.Load() && !s.flushing {
+			// Return what the rings hold now, and no more.
+			s.flushing, s.flushAt = true, monotonicNow()
+			if err := s.drainLive(); err != nil {
+				return err
+			}
+		}
 		upTo := s.ready
-		if flushing {
-			upTo = ^uint64(0)
+		if s.flushing {
+			upTo = s.flushAt
 		}
 		if s.live.pop(rec, upTo) {
 			s.count(rec)
 			return nil
 		}
-		if flushing && !s.b.rings.pending() {
+		if s.flushing {
+			s.flushing = false
 			s.flush.Store(false)
 			return ErrFlushed
 		}
-		if err := s.wait(flushing); err != nil {
+		if err := s.wait(); err != nil {
 			return err
 		}
 		if err := s.drainLive(); err != nil {
@@ -88,10 +95,7 @@ func (s *Session) count(rec *Record) {
 
 // wait sleeps until a ring reaches its watermark, the poll tick passes,
 // or Close, Flush or SetDeadline interrupt it.
-func (s *Session) wait(flushing bool) error {
-	if flushing {
-		return nil
-	}
+func (s *Session) wait() error {
 	timeout := pollTick
 	if dl := s.deadline.Load(); dl != 0 {
 		left := time.Until(time.Unix(0, dl))

@@ -105,6 +105,8 @@ type Session struct {
 	closed   atomic.Bool
 	flush    atomic.Bool
 	deadline atomic.Int64 // UnixNano; 0: none
+	flushing bool         // ReadInto is returning what a Flush found
+	flushAt  uint64       // and the time of that Flush
 
 	// The dump being read.
 	next     func() ([]byte, bool)

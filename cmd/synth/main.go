@@ -2,6 +2,7 @@
 // exist on a Linux host and writes them as perf.data.
 //
 //	synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid] [--ring-pages N]
+//	synth record [-F HZ] [-a | -p PID] [-g] [-o FILE] [-- CMD ARGS]
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/synth-dev/synth/internal/loadgen"
+	"github.com/synth-dev/synth/internal/workload"
 )
 
 // Exit statuses.
@@ -24,7 +26,8 @@ const (
 )
 
 func main() {
-	loadgen.Main() // a load process of synth bench or loadgen never returns
+	loadgen.Main()  // a load process of synth bench or loadgen never returns
+	workload.Main() // nor does the command of synth record
 	os.Exit(run())
 }
 
@@ -41,6 +44,8 @@ func run() int {
 	switch os.Args[1] {
 	case "dump":
 		return runDump(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "record":
+		return runRecord(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "bench":
 		return runBench(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "loadgen":
@@ -60,6 +65,7 @@ func usage(w io.Writer) {
 
 commands:
   dump     write a perf.data with the mappings of every existing process
+  record   sample the CPUs, like a minimal perf record, on a session
   bench    compare every synthesis method, and perf's, on this host
   loadgen  hold load processes with many VMAs, to benchmark by hand
 

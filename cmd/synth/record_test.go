@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synth-dev/synth/internal/testenv"
+)
+
+// buildSpin compiles testdata/spin: a loop in the main binary and one in
+// a shared library, with frame pointers for call chains.
+func buildSpin(t *testing.T) string {
+	t.Helper()
+	_, err := exec.LookPath("gcc")
+	testenv.Need(t, err == nil, "gcc")
+	dir := t.TempDir()
+	src, _ := filepath.Abs("../../testdata/spin")
+	for _, args := range [][]string{
+		{"-O1", "-fno-omit-frame-pointer", "-fPIC", "-shared", "-o", "libspin.so", filepath.Join(src, "libspin.c")},
+		{"-O1", "-fno-omit-frame-pointer", "-o", "spin", filepath.Join(src, "spin.c"), "-L.", "-lspin", "-Wl,-rpath,$ORIGIN"},
+	} {
+		cmd := exec.Command("gcc", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, out)
+		}
+	}
+	return filepath.Join(dir, "spin")
+}
+
+// startSpin starts the workload, before any recording.
+func startSpin(t *testing.T, bin string) int {
+	t.Helper()
+	cmd := exec.Command(bin)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	time.Sleep(200 * time.Millisecond) // its mappings exist before recording
+	return cmd.Process.Pid
+}
+
+// interruptAfter runs cmd, sends it SIGINT after d (Ctrl-C), and
+// returns how it ended.
+func interruptAfter(t *testing.T, d time.Duration, cmd *exec.Cmd) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if cmd.Stdout == nil {
+		cmd.Stdout = &stdout
+	}
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d)
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+var reportLineRE = regexp.MustCompile(`^\s+([\d.]+)%\s+(\S+)\s+\[(.)\]\s+(\S+)`)
+
+// report is perf report --sort dso,sym: the share of each "dso sym".
+func report(t *testing.T, perf string, args ...string) map[string]float64 {
+	t.Helper()
+	cmd := exec.Command(perf, append([]string{"report", "--stdio", "--sort", "dso,sym"}, args...)...)
+	cmd.Env = perfEnv(t)
+	r := runCmd(t, cmd)
+	if r.code != 0 {
+		t.Fatalf("%s: exit %d: %s", cmd, r.code, r.stderr)
+	}
+	shares := map[string]float64{}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if m := reportLineRE.FindStringSubmatch(line); m != nil {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			shares[m[2]+" "+m[4]] += v
+		}
+	}
+	if len(shares) == 0 {
+		t.Fatalf("%s: no samples:\n%s%s", cmd, r.stdout, r.stderr)
+	}
+	return shares
+}
+
+// major is the entries of a report with at least 5% of the samples.
+func major(shares map[string]float64) map[string]float64 {
+	m := map[string]float64{}
+	for k, v := range shares {
+		if v >= 5 {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// sameAttribution checks that two reports put the samples on the same
+// DSOs and symbols, in shares within 10 points.
+func sameAttribution(t *testing.T, what string, want, got map[string]float64) {
+	t.Helper()
+	w, g := major(want), major(got)
+	for k, v := range w {
+		if gv, ok := g[k]; !ok || gv-v > 10 || v-gv > 10 {
+			t.Errorf("%s: %s has %.1f%%, want %.1f%%", what, k, gv, v)
+		}
+	}
+	for k, v := range g {
+		if _, ok := w[k]; !ok {
+			t.Errorf("%s: %s has %.1f%%, not in the reference", what, k, v)
+		}
+	}
+	unknown := 0.0
+	for k, v := range got {
+		if strings.HasPrefix(k, "[unknown] ") {
+			unknown += v
+		}
+	}
+	if unknown > 1 {
+		t.Errorf("%s: %.2f%% of samples in [unknown]", what, unknown)
+	}
+}
+
+var recordSummaryRE = regexp.MustCompile(`synth record: (\d+) samples, (\d+) mappings synthesized, (\d+) live records, (\d+) lost, \S+\n`)
+
+func checkRecordSummary(t *testing.T, r result) {
+	t.Helper()
+	m := recordSummaryRE.FindStringSubmatch(r.stderr)
+	if r.code != 0 || m == nil || m[1] == "0" || m[4] != "0" {
+		t.Fatalf("synth record: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// synth record on a workload started before it attributes the samples
+// as perf record does, ends cleanly on Ctrl-C, and perf inject accepts
+// its output, file and pipe, and reports the same.
+func TestRecordMatchesPerf(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	pid := strconv.Itoa(startSpin(t, buildSpin(t)))
+	dir := t.TempDir()
+	ref := filepath.Join(dir, "perf.data")
+	cmd := exec.Command(perf, "record", "-F", "999", "-p", pid, "-o", ref)
+	cmd.Env = perfEnv(t)
+	// perf record dies of the SIGINT it re-raises: its report tells.
+	interruptAfter(t, 1500*time.Millisecond, cmd)
+	want := report(t, perf, "-i", ref)
+
+	file := filepath.Join(dir, "synth.data")
+	r := interruptAfter(t, 1500*time.Millisecond, exec.Command(synthBin, "record", "-F", "999", "-p", pid, "-o", file))
+	checkRecordSummary(t, r)
+	got := report(t, perf, "-i", file)
+	sameAttribution(t, "synth record", want, got)
+
+	injected := filepath.Join(dir, "injected.data")
+	inject := exec.Command(perf, "inject", "-i", file, "-o", injected)
+	inject.Env = perfEnv(t)
+	if ir := runCmd(t, inject); ir.code != 0 {
+		t.Fatalf("perf inject (file): exit %d: %s", ir.code, ir.stderr)
+	}
+	sameAttribution(t, "perf inject (file)", got, report(t, perf, "-i", injected))
+
+	pipe := filepath.Join(dir, "pipe.data")
+	out, err := os.Create(pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := exec.Command(synthBin, "record", "-F", "999", "-p", pid, "-o", "-")
+	rec.Stdout = out
+	pr := interruptAfter(t, 1500*time.Millisecond, rec)
+	out.Close()
+	checkRecordSummary(t, pr)
+	in, err := os.Open(pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	injected = filepath.Join(dir, "injected-pipe.data")
+	inject = exec.Command(perf, "inject", "-i", "-", "-o", injected)
+	inject.Stdin, inject.Env = in, perfEnv(t)
+	if ir := runCmd(t, inject); ir.code != 0 {
+		t.Fatalf("perf inject (pipe): exit %d: %s", ir.code, ir.stderr)
+	}
+	sameAttribution(t, "perf inject (pipe)", want, report(t, perf, "-i", injected))
+}
+
+// synth record -- CMD follows the command and its children from before
+// exec to their exit, ends when the command does, and records call
+// chains with -g.
+func TestRecordCommand(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	spin := buildSpin(t)
+	file := filepath.Join(t.TempDir(), "cmd.data")
+	// timeout forks spin and kills it after a second: the samples are
+	// the child's.
+	r := runCmd(t, exec.Command(synthBin, "record", "-F", "999", "-g", "-o", file, "--", "timeout", "1", spin))
+	checkRecordSummary(t, r)
+	got := report(t, perf, "-i", file, "--no-children")
+	if got["spin main_spin"] < 20 || got["libspin.so lib_spin"] < 20 {
+		t.Errorf("samples not on the workload's loops: %v", got)
+	}
+	script := exec.Command(perf, "script", "-i", file)
+	script.Env = perfEnv(t)
+	sr := runCmd(t, script)
+	noWarnings(t, "perf script", sr)
+	lines := strings.Split(sr.stdout, "\n")
+	chains := 0
+	for i := 0; i+1 < len(lines); i++ {
+		if strings.Contains(lines[i], " lib_spin+") && strings.Contains(lines[i+1], " main+") {
+			chains++
+		}
+	}
+	if chains == 0 {
+		t.Errorf("no call chain lib_spin <- main in perf script:\n%.2000s", sr.stdout)
+	}
+}

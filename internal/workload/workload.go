@@ -1,0 +1,94 @@
+// Package workload starts the command a profiler records, the way perf
+// record does: the child exists (and so has a pid to follow) before it
+// runs the command, and runs it only when the profiler says go, so that
+// none of the command's life goes unrecorded.
+//
+// The child is the profiler's own binary, re-executed: a program that
+// uses Start calls Main first thing in main.
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+
+	"golang.org/x/sys/unix"
+)
+
+// envExec names the command the re-executed binary must exec.
+const envExec = "SYNTH_WORKLOAD_EXEC"
+
+// goFD is the child's end of the go pipe.
+const goFD = 3
+
+// Main becomes the workload when the binary was started by Start: it
+// waits for the go byte, then execs the command. It returns at once
+// otherwise.
+func Main() {
+	path, ok := os.LookupEnv(envExec)
+	if !ok {
+		return
+	}
+	os.Unsetenv(envExec)
+	var b [1]byte
+	if n, _ := unix.Read(goFD, b[:]); n != 1 {
+		os.Exit(127) // the profiler gave up: do not run the command
+	}
+	unix.Close(goFD)
+	err := unix.Exec(path, os.Args[1:], os.Environ())
+	fmt.Fprintf(os.Stderr, "exec %s: %v\n", path, err)
+	os.Exit(127)
+}
+
+// Cmd is a started workload that has not run its command yet.
+type Cmd struct {
+	*exec.Cmd
+	goPipe *os.File
+}
+
+// Start starts args[0], found in PATH, with args, stopped before exec.
+// The child's stdin, stdout and stderr are the caller's.
+func Start(args []string) (*Cmd, error) {
+	if len(args) == 0 {
+		return nil, errors.New("no command")
+	}
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own binary: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cmd := exec.Command(self, args...)
+	cmd.Args = append([]string{args[0]}, args...) // argv[0] of the exec
+	cmd.Env = append(os.Environ(), envExec+"="+path)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{r} // fd 3
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return &Cmd{Cmd: cmd, goPipe: w}, nil
+}
+
+// Go lets the command run.
+func (c *Cmd) Go() error {
+	defer c.goPipe.Close()
+	if _, err := c.goPipe.Write([]byte{1}); err != nil {
+		return fmt.Errorf("start workload: %w", err)
+	}
+	return nil
+}
+
+// Abort ends a workload that has not been let go, without running it.
+func (c *Cmd) Abort() {
+	c.goPipe.Close()
+	c.Wait()
+}

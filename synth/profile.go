@@ -1,0 +1,120 @@
+package synth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// ProfileOptions configure Profile, a minimal perf record built on a
+// Session. The zero value samples every CPU at DefaultSampleFreq.
+type ProfileOptions struct {
+	// Pids restricts the profile to these processes and the children
+	// they fork from now on; nil profiles the whole system.
+	Pids []int
+	// Freq is the sampling frequency in Hz; 0 means DefaultSampleFreq.
+	Freq uint64
+	// Callchain records call chains (perf record -g).
+	Callchain bool
+	// NoBuildID writes mappings with maj/min/ino instead of build IDs.
+	NoBuildID bool
+	// RingPages is the per-CPU ring size (see Options.RingPages).
+	RingPages int
+	// Started, when set, is called once the rings are open and the
+	// dump of the existing state has begun: a workload started then has
+	// all of its life recorded.
+	Started func()
+	// Done, when set, ends the profile when it is closed, as the end of
+	// ctx does.
+	Done <-chan struct{}
+}
+
+// ProfileStats describe a profile.
+type ProfileStats struct {
+	Session  SessionStats
+	Dump     Stats         // the dump of the existing state
+	Duration time.Duration // from the rings' opening to the last record
+}
+
+// Profile samples the CPUs until ctx ends or opts.Done is closed, and
+// writes perf.data to out: the mappings that existed when it started,
+// synthesized, then the live records and the samples, in time order.
+// It always closes off the file, even on error, so that what was written
+// stays readable; the error says why it ended early.
+func Profile(ctx context.Context, opts ProfileOptions, out io.Writer, wopts WriteOptions) (ProfileStats, error) {
+	start := time.Now()
+	so := SessionOptions{
+		Options: Options{Pids: opts.Pids, NoBuildID: opts.NoBuildID, RingPages: opts.RingPages},
+		Sample:  &SampleOptions{Freq: opts.Freq, Callchain: opts.Callchain},
+	}
+	s, err := NewSession(so)
+	if err != nil {
+		return ProfileStats{}, err
+	}
+	defer s.Close()
+	cmdline := wopts.Cmdline
+	if cmdline == nil {
+		cmdline = os.Args
+	}
+	w, err := perfdata.NewWriter(out, perfdata.WriterOptions{
+		Attrs: s.Attrs(), Features: perfdata.HostFeatures(cmdline), Pipe: wopts.Pipe,
+	})
+	if err != nil {
+		return ProfileStats{}, fmt.Errorf("start perf.data: %w", err)
+	}
+	// The dump runs to its end even when the profile is stopped early:
+	// it takes a fraction of a second and the samples need it.
+	if err := s.Dump(context.WithoutCancel(ctx)); err != nil {
+		return ProfileStats{}, err
+	}
+	if opts.Started != nil {
+		opts.Started()
+	}
+	stop := context.AfterFunc(ctx, s.Flush)
+	defer stop()
+	if opts.Done != nil {
+		go func() {
+			select {
+			case <-opts.Done:
+				s.Flush()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	var table buildIDTable
+	rerr := copyRecords(s, w, &table)
+	if rerr == nil && !opts.NoBuildID {
+		rerr = w.WriteBuildIDs(table.events(false))
+	}
+	if cerr := w.Close(); rerr == nil && cerr != nil {
+		rerr = fmt.Errorf("finish perf.data: %w", cerr)
+	}
+	st := ProfileStats{Session: s.Stats(), Dump: s.LastDump(), Duration: time.Since(start)}
+	return st, rerr
+}
+
+// copyRecords writes the session's records until it is flushed.
+func copyRecords(s *Session, w *perfdata.Writer, table *buildIDTable) error {
+	var rec Record
+	for {
+		err := s.ReadInto(&rec)
+		if errors.Is(err, ErrFlushed) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if rec.Kind == KindDumpEnd {
+			continue
+		}
+		table.add(rec.Raw)
+		if err := w.WriteRecord(rec.Raw); err != nil {
+			return fmt.Errorf("write perf.data: %w", err)
+		}
+	}
+}
