@@ -12,6 +12,15 @@
 // loses no records whatever the ring size (Options.RingPages, at least
 // MinRingPages).
 //
+// A Session is what a perf-like tool embeds: the same rings also carry
+// the kernel's live MMAP2, COMM, FORK and EXIT records (and, with
+// SessionOptions.Sample, cpu-clock samples), so that one ordered stream
+// holds the state each dump read and every change after it. Within a
+// generation a mapping is reported once: a synthesized record that the
+// live stream reported first is dropped (see DESIGN.md, "The generation
+// number and the dedupe rule"). Profile is a minimal perf record built on
+// it; synth dump writes one generation of a Session.
+//
 // BPF runs as root, or with CAP_BPF and CAP_PERFMON; without them NewBPF
-// returns a *PermissionError naming what is missing.
+// and NewSession return a *PermissionError naming what is missing.
 package synth
