@@ -51,6 +51,11 @@ func keyOf(rec []byte) (mapKey, mapFile, bool) {
 	}
 	f := mapFile{buildID: le.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0}
 	copy(f.ident[:], rec[40:64])
+	if f == (mapFile{}) {
+		// No file: the kernel reports vm_pgoff (the page number of the
+		// start), a dump reports 0, as /proc and perf do.
+		k.pgoff = 0
+	}
 	return k, f, true
 }
 

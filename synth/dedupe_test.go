@@ -8,7 +8,10 @@ import (
 
 func mmap2(pid uint32, start, length, pgoff uint64, prot uint32, file string, ino uint64) []byte {
 	m := perfdata.Mmap2{Misc: perfdata.MiscUser, Pid: pid, Tid: pid, Addr: start, Len: length,
-		Pgoff: pgoff, Maj: 8, Min: 1, Ino: ino, Prot: prot, Flags: 2, Filename: file}
+		Pgoff: pgoff, Ino: ino, Prot: prot, Flags: 2, Filename: file}
+	if ino != 0 {
+		m.Maj, m.Min = 8, 1
+	}
 	return m.Append(nil, 0, nil)
 }
 
@@ -35,6 +38,9 @@ func TestDedupeRule(t *testing.T) {
 		// iterator reports the merged VMA, a different region: kept.
 		{"merged VMA", mmap2(10, 0x2000, 0x1000, 0x1000, 5, "/lib/a.so", 7), 100, base, 1, 200, true},
 		{"file unlinked between the mmap and the dump", base, 100, mmap2(10, 0x1000, 0x2000, 0, 5, "/lib/a.so (deleted)", 7), 1, 200, false},
+		{"anonymous: the kernel's pgoff is the start page", mmap2(10, 0x7f0000000000, 0x2000, 0x7f0000000000, 3, "//anon", 0), 100,
+			mmap2(10, 0x7f0000000000, 0x2000, 0, 3, "//anon", 0), 1, 200, false},
+		{"file at another offset", mmap2(10, 0x1000, 0x2000, 0x5000, 5, "/lib/a.so", 7), 100, base, 1, 200, true},
 		{"stale generation", nil, 0, base, 0, 200, false},
 	} {
 		d := newDeduper(1)

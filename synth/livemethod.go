@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -30,6 +31,7 @@ func (m *liveMethod) Attrs() []perfdata.WriterAttr { return m.s.Attrs() }
 // Dump hands emit the synthesized records of a new generation, then the
 // live records of that generation that the rings hold when it ends.
 func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
+	start := time.Now()
 	if err := m.s.Dump(ctx); err != nil {
 		return Stats{}, err
 	}
@@ -73,6 +75,7 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 	}
 	st := m.s.LastDump()
 	st.Live = live
+	st.Elapsed = time.Since(start) // the live records' collection included
 	st.Mappings += liveMaps
 	st.Records += live
 	st.Lost = m.s.Stats().Lost
