@@ -43,7 +43,13 @@ func (s *Session) ReadInto(rec *Record) error {
 		if s.flushing {
 			upTo = s.flushAt
 		}
-		if s.live.pop(rec, upTo) {
+		if pid, ok := s.live.pop(rec, upTo); ok {
+			// Follow forks in time order, not in the order the
+			// rings were drained: a child may run on another CPU.
+			if s.tracked != nil && !s.track(rec.Raw, pid) {
+				s.stats.Filtered++
+				continue
+			}
 			s.count(rec)
 			return nil
 		}
@@ -141,14 +147,10 @@ func (s *Session) addLive(rec []byte) error {
 	if err != nil {
 		return err
 	}
-	if s.tracked != nil && !s.track(rec, pid) {
-		s.stats.Filtered++
-		return nil
-	}
 	if kind == KindLive && s.inDump {
 		s.b.dd.addLive(rec, t)
 	}
-	s.live.push(rec, liveRec{kind: kind, time: t, gen: s.b.dd.genOf(t)})
+	s.live.push(rec, liveRec{kind: kind, time: t, pid: pid, gen: s.b.dd.genOf(t)})
 	return nil
 }
 
@@ -199,6 +201,7 @@ func (s *Session) track(rec []byte, pid uint32) bool {
 // liveRec is a record of the live queue.
 type liveRec struct {
 	kind   RecordKind
+	pid    uint32
 	time   uint64
 	gen    uint64
 	off, n int
@@ -231,15 +234,15 @@ func (q *liveQueue) sort() {
 	})
 }
 
-// pop returns the next record of time up to upTo.
-func (q *liveQueue) pop(rec *Record, upTo uint64) bool {
+// pop returns the next record of time up to upTo, and its process.
+func (q *liveQueue) pop(rec *Record, upTo uint64) (uint32, bool) {
 	if q.head == len(q.recs) || q.recs[q.head].time > upTo {
-		return false
+		return 0, false
 	}
 	lr := q.recs[q.head]
 	q.head++
 	*rec = Record{Kind: lr.kind, Gen: lr.gen, Time: lr.time, Raw: q.arena[lr.off : lr.off+lr.n]}
-	return true
+	return lr.pid, true
 }
 
 // compact drops the records already returned; it invalidates their Raw.

@@ -100,7 +100,10 @@ type Session struct {
 	opts  SessionOptions
 	b     *BPF
 	attrs []perfdata.WriterAttr
-	wake  int // eventfd: Close and Flush interrupt a waiting ReadInto
+	// wake is an eventfd by which Close, Flush and SetDeadline
+	// interrupt a waiting ReadInto; wakeMu guards its closing.
+	wakeMu sync.Mutex
+	wake   int
 
 	closed   atomic.Bool
 	flush    atomic.Bool
@@ -274,10 +277,12 @@ func (s *Session) Flush() {
 }
 
 func (s *Session) interrupt() {
-	if s.closed.Load() && s.wake < 0 {
+	s.wakeMu.Lock()
+	defer s.wakeMu.Unlock()
+	if s.wake < 0 {
 		return
 	}
-	var one = [8]byte{1}
+	one := [8]byte{1}
 	_, _ = unix.Write(s.wake, one[:]) // a full counter is still a wakeup
 }
 
@@ -295,7 +300,10 @@ func (s *Session) Close() error {
 		s.next, s.stop = nil, nil
 	}
 	err := s.b.Close()
+	s.wakeMu.Lock()
 	unix.Close(s.wake)
+	s.wake = -1
+	s.wakeMu.Unlock()
 	return err
 }
 

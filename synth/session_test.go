@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -107,6 +108,85 @@ func TestSessionLiveMmap(t *testing.T) {
 		}
 	}
 	if st := s.Stats(); st.Lost != 0 || st.Synthesized == 0 || st.Live == 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// sleeper starts a process that maps nothing while it lives.
+func sleeper(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// Close unblocks a ReadInto waiting in another goroutine, and is
+// idempotent; a closed session refuses dumps.
+func TestSessionCloseUnblocks(t *testing.T) {
+	s := openSession(t, synth.SessionOptions{Options: synth.Options{Pids: []int{sleeper(t)}}})
+	done := make(chan error, 1)
+	go func() {
+		var rec synth.Record
+		for {
+			if err := s.ReadInto(&rec); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("ReadInto after Close: %v, want os.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadInto still blocked 5 s after Close")
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := s.Dump(context.Background()); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Dump after Close: %v, want os.ErrClosed", err)
+	}
+}
+
+// A deadline ends a wait with os.ErrDeadlineExceeded; a second dump
+// cannot start before the first one's records are read.
+func TestSessionDeadlineAndDumpRunning(t *testing.T) {
+	s := openSession(t, synth.SessionOptions{Options: synth.Options{Pids: []int{sleeper(t)}, NoKernel: true}})
+	if err := s.Dump(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Dump(context.Background()); !errors.Is(err, synth.ErrDumpRunning) {
+		t.Errorf("second Dump: %v, want ErrDumpRunning", err)
+	}
+	readDump(t, s)
+	start := time.Now()
+	s.SetDeadline(start.Add(150 * time.Millisecond))
+	var rec synth.Record
+	for {
+		err := s.ReadInto(&rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Kind != synth.KindLive {
+			t.Errorf("unexpected %v record from an idle process", rec.Kind)
+		}
+	}
+	if d := time.Since(start); d < 150*time.Millisecond || d > 2*time.Second {
+		t.Errorf("deadline of 150ms returned after %v", d)
+	}
+	if st := s.Stats(); st.Dumps != 1 || st.Synthesized == 0 {
 		t.Errorf("stats %+v", st)
 	}
 }
