@@ -43,14 +43,7 @@ func (s *Session) ReadInto(rec *Record) error {
 		if s.flushing {
 			upTo = s.flushAt
 		}
-		if pid, ok := s.live.pop(rec, upTo); ok {
-			// Follow forks in time order, not in the order the
-			// rings were drained: a child may run on another CPU.
-			if s.tracked != nil && !s.track(rec.Raw, pid) {
-				s.stats.Filtered++
-				continue
-			}
-			s.count(rec)
+		if s.popLive(rec, upTo) {
 			return nil
 		}
 		if s.flushing {
@@ -64,6 +57,24 @@ func (s *Session) ReadInto(rec *Record) error {
 		if err := s.drainLive(); err != nil {
 			return err
 		}
+	}
+}
+
+// popLive returns the next queued record of time up to upTo that
+// belongs to the session. Forks are followed in time order, not in the
+// order the rings were drained: a child may run on another CPU.
+func (s *Session) popLive(rec *Record, upTo uint64) bool {
+	for {
+		pid, ok := s.live.pop(rec, upTo)
+		if !ok {
+			return false
+		}
+		if s.tracked != nil && !s.track(rec.Raw, pid) {
+			s.stats.Filtered++
+			continue
+		}
+		s.count(rec)
+		return true
 	}
 }
 

@@ -3,9 +3,11 @@ package synth
 import (
 	"context"
 	"os/exec"
+	"slices"
 	"testing"
 
 	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/perfdata"
 )
 
 // Records of another generation injected into the rings are dropped and
@@ -56,5 +58,29 @@ func TestSessionDropsStaleGeneration(t *testing.T) {
 	}
 	if comms != 1 {
 		t.Errorf("%d COMM records of the one-thread process, want 1", comms)
+	}
+}
+
+// A child's records drained before its parent's FORK (another CPU's
+// ring) still belong to a session that follows the parent.
+func TestSessionFollowsForksInTimeOrder(t *testing.T) {
+	s := &Session{tracked: map[uint32]struct{}{100: {}}}
+	child := perfdata.Mmap2{Pid: 200, Tid: 200, Addr: 0x1000, Len: 0x1000, Filename: "/bin/child"}
+	fork := perfdata.Fork{Pid: 200, Ppid: 100, Tid: 200, Ptid: 100, Time: 10}
+	other := perfdata.Mmap2{Pid: 300, Tid: 300, Addr: 0x1000, Len: 0x1000, Filename: "/bin/other"}
+	s.live.push(child.Append(nil, 0, nil), liveRec{kind: KindLive, pid: 200, time: 20})
+	s.live.push(other.Append(nil, 0, nil), liveRec{kind: KindLive, pid: 300, time: 15})
+	s.live.push(fork.Append(nil, 0, nil), liveRec{kind: KindLive, pid: 100, time: 10})
+	s.live.sort()
+	var got []uint32
+	var rec Record
+	for s.popLive(&rec, ^uint64(0)) {
+		got = append(got, recType(rec.Raw))
+	}
+	if want := []uint32{perfdata.RecordFork, perfdata.RecordMmap2}; !slices.Equal(got, want) {
+		t.Errorf("records %v, want %v (FORK, then the child's MMAP2)", got, want)
+	}
+	if s.stats.Filtered != 1 || s.stats.Live != 2 {
+		t.Errorf("stats %+v", s.stats)
 	}
 }
