@@ -2,7 +2,6 @@ package synth_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -70,17 +69,7 @@ func TestSessionChurn(t *testing.T) {
 		}
 		dups = append(dups, s.LastDump().Duplicates)
 	}
-	s.Flush()
-	for {
-		err := s.ReadInto(&rec)
-		if errors.Is(err, synth.ErrFlushed) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		collect(t, genOf(rec.Gen), &rec, st)
-	}
+	readFlushed(t, s, func(rec *synth.Record) { collect(t, genOf(rec.Gen), rec, st) })
 	for g := uint64(1); g <= dumps; g++ {
 		gen := gens[g]
 		for k, kinds := range gen.seen {

@@ -52,6 +52,23 @@ func readDump(t *testing.T, s *synth.Session) []perfdata.Mmap2 {
 	}
 }
 
+// readFlushed flushes s and hands fn every record up to ErrFlushed.
+func readFlushed(t *testing.T, s *synth.Session, fn func(*synth.Record)) {
+	t.Helper()
+	s.Flush()
+	var rec synth.Record
+	for {
+		err := s.ReadInto(&rec)
+		if errors.Is(err, synth.ErrFlushed) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(&rec)
+	}
+}
+
 // A session dumps this process, then reports a file it maps afterwards
 // live, once, in the dump's generation.
 func TestSessionLiveMmap(t *testing.T) {
@@ -97,16 +114,7 @@ func TestSessionLiveMmap(t *testing.T) {
 			break
 		}
 	}
-	s.Flush()
-	for {
-		err := s.ReadInto(&rec)
-		if errors.Is(err, synth.ErrFlushed) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	readFlushed(t, s, func(*synth.Record) {})
 	if st := s.Stats(); st.Lost != 0 || st.Synthesized == 0 || st.Live == 0 {
 		t.Errorf("stats %+v", st)
 	}
