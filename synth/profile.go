@@ -114,7 +114,7 @@ func copyRecords(s *Session, w *perfdata.Writer, table *buildIDTable) error {
 		}
 		table.add(rec.Raw)
 		if err := w.WriteRecord(rec.Raw); err != nil {
-			return fmt.Errorf("write perf.data: %w", err)
+			return err // says "write perf.data: ..."
 		}
 	}
 }
