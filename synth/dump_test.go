@@ -225,14 +225,17 @@ func TestDumpMatchesProc(t *testing.T) {
 	}
 }
 
-// checkMisc checks the misc bits perf gives user maps: USER, and
-// MMAP_DATA on the non-executable ones.
+// checkMisc checks the misc bits perf gives user maps: USER, MMAP_DATA
+// on the non-executable ones, and MMAP_BUILD_ID on those with a build ID.
 func checkMisc(t *testing.T, d *dumped) {
 	t.Helper()
 	for i, k := range d.maps {
 		want := uint16(perfdata.MiscUser)
 		if k.prot&4 == 0 {
 			want |= perfdata.MiscMmapData
+		}
+		if k.buildID != "" {
+			want |= perfdata.MiscMmapBuildID
 		}
 		if d.misc[i] != want {
 			t.Errorf("%v: misc %#x, want %#x", k, d.misc[i], want)

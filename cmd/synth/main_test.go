@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,8 +10,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/elfnote"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/internal/testproc"
 )
@@ -129,6 +134,9 @@ func perfMaps(t *testing.T, out string, pid int) []string {
 	var got []string
 	for _, line := range strings.Split(out, "\n") {
 		m := perfMmap2RE.FindStringSubmatch(line)
+		if m == nil {
+			m = buildIDForm(t, line)
+		}
 		if m == nil || m[1] != strconv.Itoa(pid) {
 			continue
 		}
@@ -148,6 +156,39 @@ func perfMaps(t *testing.T, out string, pid int) []string {
 		}))
 	}
 	return got
+}
+
+// perfMmap2BuildIDRE matches the build-ID form of an MMAP2 record.
+var perfMmap2BuildIDRE = regexp.MustCompile(`PERF_RECORD_MMAP2 (\d+)/(\d+): \[0x([0-9a-f]+)\(0x([0-9a-f]+)\) @ (0x[0-9a-f]+|0) <([0-9a-f]+)>\]: ([r-])([w-])([x-])([sp]) (.*)$`)
+
+// buildIDForm reads an MMAP2 line of the build-ID form into the groups of
+// perfMmap2RE. The build ID must be the file's; maj, min and ino, which
+// the record does not carry, are then the file's too, from stat(2).
+func buildIDForm(t *testing.T, line string) []string {
+	t.Helper()
+	b := perfMmap2BuildIDRE.FindStringSubmatch(line)
+	if b == nil {
+		return nil
+	}
+	path := b[11]
+	f, err := os.Open(path)
+	if err != nil {
+		t.Errorf("%s: %v", line, err)
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := elfnote.BuildID(f, fi.Size())
+	if err != nil || hex.EncodeToString(id) != b[6] {
+		t.Errorf("%s: the file's build ID is %x (%v)", line, id, err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return []string{b[0], b[1], b[2], b[3], b[4], b[5],
+		strconv.FormatUint(uint64(unix.Major(st.Dev)), 16), strconv.FormatUint(uint64(unix.Minor(st.Dev)), 16),
+		strconv.FormatUint(st.Ino, 10), "0", b[7], b[8], b[9], b[10], path}
 }
 
 func perm(s string, bit uint32) uint32 {
