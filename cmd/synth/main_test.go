@@ -135,7 +135,7 @@ func perfMaps(t *testing.T, out string, pid int) []string {
 	for _, line := range strings.Split(out, "\n") {
 		m := perfMmap2RE.FindStringSubmatch(line)
 		if m == nil {
-			m = buildIDForm(t, line)
+			m = buildIDForm(t, line, pid)
 		}
 		if m == nil || m[1] != strconv.Itoa(pid) {
 			continue
@@ -161,13 +161,13 @@ func perfMaps(t *testing.T, out string, pid int) []string {
 // perfMmap2BuildIDRE matches the build-ID form of an MMAP2 record.
 var perfMmap2BuildIDRE = regexp.MustCompile(`PERF_RECORD_MMAP2 (\d+)/(\d+): \[0x([0-9a-f]+)\(0x([0-9a-f]+)\) @ (0x[0-9a-f]+|0) <([0-9a-f]+)>\]: ([r-])([w-])([x-])([sp]) (.*)$`)
 
-// buildIDForm reads an MMAP2 line of the build-ID form into the groups of
-// perfMmap2RE. The build ID must be the file's; maj, min and ino, which
+// buildIDForm reads an MMAP2 line of the build-ID form of process pid
+// into the groups of perfMmap2RE. The build ID must be the file's; maj, min and ino, which
 // the record does not carry, are then the file's too, from stat(2).
-func buildIDForm(t *testing.T, line string) []string {
+func buildIDForm(t *testing.T, line string, pid int) []string {
 	t.Helper()
 	b := perfMmap2BuildIDRE.FindStringSubmatch(line)
-	if b == nil {
+	if b == nil || b[1] != strconv.Itoa(pid) {
 		return nil
 	}
 	path := b[11]
