@@ -4,8 +4,9 @@ GO      ?= go
 BIN     := bin/synth
 OUT     ?= perf.data
 # Debian packages the targets need: clang/llvm-strip for make generate and
-# its check, libbpf headers for the BPF C sources, perf as the test oracle.
-APT_PKGS := clang-19 llvm-19 libbpf-dev linux-perf
+# its check, libbpf headers for the BPF C sources, perf as the test oracle,
+# gcc (with binutils' readelf) for the synth record workload and build-ID checks.
+APT_PKGS := clang-19 llvm-19 libbpf-dev linux-perf gcc
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all build dump deps generate check-generate test vet clean
@@ -22,7 +23,8 @@ dump: build
 # Install what is missing on a fresh machine, then the Go modules.
 deps:
 	@if ! command -v clang-19 >/dev/null || ! command -v llvm-strip-19 >/dev/null || \
-	    ! command -v perf >/dev/null || [ ! -f /usr/include/bpf/bpf_helpers.h ]; then \
+	    ! command -v perf >/dev/null || ! command -v gcc >/dev/null || ! command -v readelf >/dev/null || \
+	    [ ! -f /usr/include/bpf/bpf_helpers.h ]; then \
 		echo "installing $(APT_PKGS)"; \
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(APT_PKGS); \

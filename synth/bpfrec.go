@@ -39,14 +39,13 @@ type bpfRecord struct {
 // round collects the records of one paced iterator read from every ring
 // and hands them out in emission order. Records that are not the
 // programs' own (the kernel's live records, samples of other events) go to
-// live, when set.
+// live, when set; without a side-band there are none.
 type round struct {
 	bpfIDs map[uint64]struct{}
 	live   func(rec []byte) error
 	arena  []byte
 	recs   []bpfRecord
 	lost   uint64 // PERF_RECORD_LOST counts seen in the rings
-	other  int    // records of other kinds, when live is nil
 }
 
 func (r *round) reset() {
@@ -71,7 +70,6 @@ func (r *round) add(cpu int, rec []byte) error {
 		return nil
 	}
 	if r.live == nil {
-		r.other++
 		return nil
 	}
 	return r.live(rec)

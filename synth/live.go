@@ -82,7 +82,7 @@ func (s *Session) popLive(rec *Record, upTo uint64) bool {
 // its end.
 func (s *Session) readDump(rec *Record) error {
 	if raw, ok := s.next(); ok {
-		*rec = Record{Kind: KindSynthesized, Gen: s.curGen, Raw: raw}
+		*rec = Record{Kind: KindSynthesized, Gen: s.b.gen, Raw: raw}
 		s.stats.Synthesized++
 		return nil
 	}
@@ -97,7 +97,7 @@ func (s *Session) readDump(rec *Record) error {
 		return fmt.Errorf("dump: %w", s.dumpErr)
 	}
 	s.stats.Dumps++
-	*rec = Record{Kind: KindDumpEnd, Gen: s.curGen}
+	*rec = Record{Kind: KindDumpEnd, Gen: s.b.gen}
 	return nil
 }
 

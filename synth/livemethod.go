@@ -37,7 +37,6 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 	}
 	var (
 		rec            Record
-		gen            uint64
 		live, liveMaps int
 	)
 	for rec.Kind != KindDumpEnd {
@@ -45,14 +44,13 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 			return m.s.LastDump(), err
 		}
 		if rec.Kind == KindSynthesized {
-			gen = rec.Gen
 			if err := emit(rec.Raw); err != nil {
 				m.s.Close() // stops the dump
 				return m.s.LastDump(), err
 			}
 		}
 	}
-	gen = rec.Gen
+	gen := rec.Gen
 	m.s.Flush()
 	for {
 		err := m.s.ReadInto(&rec)

@@ -101,13 +101,6 @@ func (ev *perfEvent) enable() error {
 	return nil
 }
 
-func (ev *perfEvent) disable() error {
-	if err := unix.IoctlSetInt(ev.fd, unix.PERF_EVENT_IOC_DISABLE, 0); err != nil {
-		return fmt.Errorf("disable perf event: %w", err)
-	}
-	return nil
-}
-
 // errRingCorrupt is returned when a record header in a ring makes no sense.
 var errRingCorrupt = errors.New("perf ring: corrupt record header")
 

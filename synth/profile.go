@@ -3,9 +3,7 @@ package synth
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/synth-dev/synth/perfdata"
@@ -57,15 +55,9 @@ func Profile(ctx context.Context, opts ProfileOptions, out io.Writer, wopts Writ
 		return ProfileStats{}, err
 	}
 	defer s.Close()
-	cmdline := wopts.Cmdline
-	if cmdline == nil {
-		cmdline = os.Args
-	}
-	w, err := perfdata.NewWriter(out, perfdata.WriterOptions{
-		Attrs: s.Attrs(), Features: perfdata.HostFeatures(cmdline), Pipe: wopts.Pipe,
-	})
+	w, err := newPerfWriter(out, s.Attrs(), wopts)
 	if err != nil {
-		return ProfileStats{}, fmt.Errorf("start perf.data: %w", err)
+		return ProfileStats{}, err
 	}
 	// The dump runs to its end even when the profile is stopped early:
 	// it takes a fraction of a second and the samples need it.
@@ -78,24 +70,19 @@ func Profile(ctx context.Context, opts ProfileOptions, out io.Writer, wopts Writ
 	stop := context.AfterFunc(ctx, s.Flush)
 	defer stop()
 	if opts.Done != nil {
+		finished := make(chan struct{})
+		defer close(finished)
 		go func() {
 			select {
 			case <-opts.Done:
 				s.Flush()
-			case <-ctx.Done():
+			case <-finished:
 			}
 		}()
 	}
 	var table buildIDTable
-	rerr := copyRecords(s, w, &table)
-	if rerr == nil && !opts.NoBuildID {
-		rerr = w.WriteBuildIDs(table.events(false))
-	}
-	if cerr := w.Close(); rerr == nil && cerr != nil {
-		rerr = fmt.Errorf("finish perf.data: %w", cerr)
-	}
-	st := ProfileStats{Session: s.Stats(), Dump: s.LastDump(), Duration: time.Since(start)}
-	return st, rerr
+	err = finishPerfData(w, &table, so.Options, copyRecords(s, w, &table))
+	return ProfileStats{Session: s.Stats(), Dump: s.LastDump(), Duration: time.Since(start)}, err
 }
 
 // copyRecords writes the session's records until it is flushed.

@@ -145,14 +145,10 @@ func (r *rings) ids() (out, samplers []uint64) {
 	return out, samplers
 }
 
-// enableSamplers starts (or, with on false, stops) the samplers.
-func (r *rings) enableSamplers(on bool) error {
+// enableSamplers starts the samplers, opened disabled.
+func (r *rings) enableSamplers() error {
 	for _, s := range r.samplers {
-		f := s.disable
-		if on {
-			f = s.enable
-		}
-		if err := f(); err != nil {
+		if err := s.enable(); err != nil {
 			return err
 		}
 	}

@@ -117,7 +117,6 @@ type Session struct {
 	last     Stats
 	dumpErr  error
 	inDump   bool
-	curGen   uint64
 	live     liveQueue
 	tracked  map[uint32]struct{} // nil: every process
 	ready    uint64              // records up to this time may be returned
@@ -178,7 +177,7 @@ func (s *Session) init(rc ringConfig) error {
 		a := *rc.sampler
 		a.Flags &^= perfdata.AttrDisabled
 		s.attrs = append(s.attrs, perfdata.WriterAttr{Attr: a, Name: "cpu-clock", IDs: samplerIDs})
-		return s.b.rings.enableSamplers(true)
+		return s.b.rings.enableSamplers()
 	}
 	return nil
 }
@@ -214,9 +213,6 @@ func samplerAttr(o *SampleOptions) perfdata.Attr {
 // sampling event if any.
 func (s *Session) Attrs() []perfdata.WriterAttr { return s.attrs }
 
-// Options returns the options the session was opened with.
-func (s *Session) Options() SessionOptions { return s.opts }
-
 // Dump starts a dump of a new generation. ReadInto returns its
 // synthesized records next, then a KindDumpEnd record, then the live
 // records that arrived meanwhile. ctx bounds the dump, not the reading.
@@ -239,7 +235,6 @@ func (s *Session) Dump(ctx context.Context) error {
 	}
 	s.next, s.stop = iter.Pull(seq)
 	s.inDump = true
-	s.curGen = s.b.gen + 1
 	return nil
 }
 

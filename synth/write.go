@@ -28,13 +28,28 @@ type WriteOptions struct {
 // not closed. When the dump fails part way, what was written is still
 // closed off as a valid perf.data file, and the error is returned.
 func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts WriteOptions) (Stats, error) {
-	cmdline := opts.Cmdline
-	if cmdline == nil {
-		cmdline = os.Args
-	}
 	attrs := []perfdata.WriterAttr{{Attr: o.Attr(), Name: attrName}}
 	if a, ok := m.(interface{ Attrs() []perfdata.WriterAttr }); ok {
 		attrs = a.Attrs()
+	}
+	w, err := newPerfWriter(out, attrs, opts)
+	if err != nil {
+		return Stats{}, err
+	}
+	var table buildIDTable
+	st, err := m.Dump(ctx, func(rec []byte) error {
+		table.add(rec)
+		return w.WriteRecord(rec)
+	})
+	return st, finishPerfData(w, &table, o, err)
+}
+
+// newPerfWriter starts perf.data on out under attrs, with the host's
+// features and opts.Cmdline (os.Args if nil).
+func newPerfWriter(out io.Writer, attrs []perfdata.WriterAttr, opts WriteOptions) (*perfdata.Writer, error) {
+	cmdline := opts.Cmdline
+	if cmdline == nil {
+		cmdline = os.Args
 	}
 	w, err := perfdata.NewWriter(out, perfdata.WriterOptions{
 		Attrs:    attrs,
@@ -42,18 +57,21 @@ func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts
 		Pipe:     opts.Pipe,
 	})
 	if err != nil {
-		return Stats{}, fmt.Errorf("start perf.data: %w", err)
+		return nil, fmt.Errorf("start perf.data: %w", err)
 	}
-	var table buildIDTable
-	st, derr := m.Dump(ctx, func(rec []byte) error {
-		table.add(rec)
-		return w.WriteRecord(rec)
-	})
-	if derr == nil && !o.NoBuildID {
-		derr = w.WriteBuildIDs(table.events(o.NoKernel))
+	return w, nil
+}
+
+// finishPerfData closes off w after the records: the build IDs of table
+// (unless o.NoBuildID), then the header or end. It closes w even after
+// err, the error that ended the records, so what was written stays
+// readable, and returns the first error.
+func finishPerfData(w *perfdata.Writer, table *buildIDTable, o Options, err error) error {
+	if err == nil && !o.NoBuildID {
+		err = w.WriteBuildIDs(table.events(o.NoKernel))
 	}
-	if cerr := w.Close(); derr == nil && cerr != nil {
-		derr = fmt.Errorf("finish perf.data: %w", cerr)
+	if cerr := w.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("finish perf.data: %w", cerr)
 	}
-	return st, derr
+	return err
 }
