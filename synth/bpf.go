@@ -71,8 +71,10 @@ func newBPF(opts Options, rc ringConfig) (*BPF, error) {
 		return nil, err
 	}
 	b.rings = r
-	b.round.bpfIDs = r.bpfIDs
-	b.ident = r.out[0].id
+	if len(r.live) > 0 {
+		// Synthesized records are written under the side-band's attr.
+		b.ident = r.live[0].ID()
+	}
 	b.readBuf = make([]byte, readBudget(r.size))
 	b.gate, err = findGateVMA()
 	if err == nil && !opts.NoKernel {
@@ -248,10 +250,19 @@ func (b *BPF) runIter(ctx context.Context, d *dump, prog *ebpf.Program, pid int,
 
 // deliver drains the rings and hands the current generation's records to
 // add in emission order.
+//
+// The output rings are drained before the side-band rings: a live record
+// that precedes a synthesized one in time was in its ring before the
+// synthesized one was written (the kernel writes it under the mmap write
+// lock, the programs read under the read lock), so it is then in the
+// deduper before keepSynth judges the synthesized one.
 func (b *BPF) deliver(d *dump, add func([]byte) error) error {
 	r := &b.round
 	r.reset()
-	if err := b.rings.drain(r.add); err != nil {
+	if err := b.rings.drain(b.rings.out, r.addOut); err != nil {
+		return err
+	}
+	if err := b.rings.drain(b.rings.live, r.addLive); err != nil {
 		return err
 	}
 	d.stats.Lost += r.lost

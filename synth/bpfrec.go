@@ -19,12 +19,10 @@ const (
 	recMinSize = 8 + 8 // perf_event_header + pid/tid
 )
 
-// Offsets in a sample of a ring event (ringSampleType), from the start
-// of the record: header 8, identifier 8, pid/tid 8, time 8, raw size 4.
-const (
-	sampleIDOffset  = 8
-	sampleRawOffset = 32
-)
+// Offset of the raw size in a sample of a BPF output event
+// (ringSampleType), from the start of the record: header 8, identifier
+// 8, pid/tid 8, time 8.
+const sampleRawOffset = 32
 
 // bpfRecord is one record taken out of a ring, referring into a round's
 // arena.
@@ -36,16 +34,14 @@ type bpfRecord struct {
 	n    int
 }
 
-// round collects the records of one paced iterator read from every ring
-// and hands them out in emission order. Records that are not the
-// programs' own (the kernel's live records, samples of other events) go to
-// live, when set; without a side-band there are none.
+// round collects the records of one paced iterator read from every BPF
+// output ring and hands them out in emission order. The kernel's live
+// records come from the side-band rings and go to live, when set.
 type round struct {
-	bpfIDs map[uint64]struct{}
-	live   func(rec []byte) error
-	arena  []byte
-	recs   []bpfRecord
-	lost   uint64 // PERF_RECORD_LOST counts seen in the rings
+	live  func(rec []byte) error
+	arena []byte
+	recs  []bpfRecord
+	lost  uint64 // PERF_RECORD_LOST counts seen in the output rings
 }
 
 func (r *round) reset() {
@@ -53,22 +49,25 @@ func (r *round) reset() {
 	r.recs = r.recs[:0]
 }
 
-// add takes one ring record, header included.
-func (r *round) add(cpu int, rec []byte) error {
+// addOut takes one record of a BPF output ring, header included: the
+// programs' samples, or the kernel's count of those it could not write.
+func (r *round) addOut(cpu int, rec []byte) error {
 	switch recType(rec) {
 	case perfdata.RecordSample:
 		if len(rec) < sampleRawOffset+4 {
 			return fmt.Errorf("cpu %d: short sample (%d bytes)", cpu, len(rec))
 		}
-		if _, ok := r.bpfIDs[binary.NativeEndian.Uint64(rec[sampleIDOffset:])]; ok {
-			return r.addBPF(cpu, rec)
-		}
+		return r.addBPF(cpu, rec)
 	case perfdata.RecordLost:
 		if len(rec) >= 24 {
 			r.lost += binary.NativeEndian.Uint64(rec[16:])
 		}
-		return nil
 	}
+	return nil
+}
+
+// addLive takes one record of a side-band ring.
+func (r *round) addLive(_ int, rec []byte) error {
 	if r.live == nil {
 		return nil
 	}

@@ -69,7 +69,8 @@ func (s *Session) popLive(rec *Record, upTo uint64) bool {
 		if !ok {
 			return false
 		}
-		if s.tracked != nil && !s.track(rec.Raw, pid) {
+		// A loss is reported whoever was running when it was noted.
+		if s.tracked != nil && rec.Type() != perfdata.RecordLost && !s.track(rec.Raw, pid) {
 			s.stats.Filtered++
 			continue
 		}
@@ -107,6 +108,7 @@ func (s *Session) count(rec *Record) {
 		s.stats.Samples++
 	case KindLive:
 		s.stats.Live++
+		s.stats.LiveLost += lostCount(rec.Raw)
 	}
 }
 
@@ -139,7 +141,10 @@ func (s *Session) drainLive() error {
 	s.live.compact()
 	r := &s.b.round
 	r.reset()
-	if err := s.b.rings.drain(r.add); err != nil {
+	if err := s.b.rings.drain(s.b.rings.out, r.addOut); err != nil {
+		return err
+	}
+	if err := s.b.rings.drain(s.b.rings.live, r.addLive); err != nil {
 		return err
 	}
 	// Records of the programs outside a dump are left over from a dump
@@ -190,6 +195,15 @@ func (s *Session) classify(rec []byte) (RecordKind, uint64, uint32, error) {
 		return 0, 0, 0, fmt.Errorf("live record type %d: %w", recType(rec), err)
 	}
 	return KindLive, sid.Time, sid.Pid, nil
+}
+
+// lostCount returns the count of a PERF_RECORD_LOST record (u64 id, u64
+// lost after the header), and 0 for any other record.
+func lostCount(rec []byte) uint64 {
+	if len(rec) < 24 || recType(rec) != perfdata.RecordLost {
+		return 0
+	}
+	return binary.NativeEndian.Uint64(rec[16:])
 }
 
 // track reports whether a record of process pid belongs to the session,

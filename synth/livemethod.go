@@ -38,6 +38,7 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 	var (
 		rec            Record
 		live, liveMaps int
+		liveLost       uint64
 	)
 	for rec.Kind != KindDumpEnd {
 		if err := m.s.ReadInto(&rec); err != nil {
@@ -67,8 +68,11 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 			return m.s.LastDump(), err
 		}
 		live++
-		if rec.Type() == perfdata.RecordMmap2 {
+		switch rec.Type() {
+		case perfdata.RecordMmap2:
 			liveMaps++
+		case perfdata.RecordLost:
+			liveLost += lostCount(rec.Raw)
 		}
 	}
 	st := m.s.LastDump()
@@ -77,6 +81,7 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 	st.Mappings += liveMaps
 	st.Records += live
 	st.Lost = m.s.Stats().Lost
+	st.LiveLost = liveLost
 	return st, nil
 }
 

@@ -81,8 +81,14 @@ type Stats struct {
 	Mappings  int    // MMAP2 records of processes
 	Kernel    int    // kernel and module map records
 	Records   int    // every record handed to the caller
-	Lost      uint64 // records the kernel could not deliver
-	Stale     int    // records of another generation, dropped
+	// Lost are synthesized records the programs could not write: the
+	// dump is incomplete. The pacing keeps it 0.
+	Lost uint64
+	// LiveLost are live records the kernel dropped while the dump ran
+	// (its side-band ring was full). They are in the stream as
+	// PERF_RECORD_LOST records, as perf writes them.
+	LiveLost uint64
+	Stale    int // records of another generation, dropped
 	// Duplicates are synthesized records dropped because the live
 	// stream reported the mapping first (sessions only).
 	Duplicates int

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/internal/perfring"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -23,66 +22,83 @@ const (
 )
 
 // ringSampleType is the sample layout of the BPF output events: u64 id,
-// u32 pid, u32 tid, u64 time, u32 size, u8 raw[size]. The identifier
-// comes first so that the samples of several events can share a ring;
-// the sample_id_all trailer of live records is then TID|TIME|IDENTIFIER.
+// u32 pid, u32 tid, u64 time, u32 size, u8 raw[size].
 const ringSampleType = perfdata.SampleIdentifier | perfdata.SampleTID |
 	perfdata.SampleTime | perfdata.SampleRaw
 
 // sidebandSampleType is the sample_id_all trailer the kernel appends to
-// live records in the rings, and so the one synthesized records get when
-// they are written with them.
-const sidebandSampleType = ringSampleType &^ perfdata.SampleRaw
+// live records, and so the one synthesized records get when they are
+// written with them. The identifier comes first (and last, in the
+// trailer) so that records of several events can share a ring.
+const sidebandSampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata.SampleTime
 
-// ringConfig says what the rings receive besides the BPF records.
+// ringConfig says which rings to open and what they receive.
 type ringConfig struct {
 	pages int
-	// sideband turns on the live MMAP2, COMM and FORK/EXIT records.
+	// sideband opens a second ring per CPU for the kernel's live
+	// MMAP2, COMM and FORK/EXIT records.
 	sideband bool
 	data     bool // live records of non-executable mappings too
 	buildID  bool // live MMAP2 records in build-ID form
 	// sampler, when set, is opened on every CPU with its output
-	// redirected into that CPU's ring.
+	// redirected into that CPU's side-band ring.
 	sampler *perfdata.Attr
 }
 
-// ringAttr is the attr of the BPF output events that own the rings.
-func (c *ringConfig) ringAttr() perfdata.Attr {
-	flags := uint64(perfdata.AttrWatermark | perfdata.AttrUseClockID)
-	if c.sideband {
-		flags |= perfdata.AttrMmap | perfdata.AttrMmap2 | perfdata.AttrComm |
-			perfdata.AttrCommExec | perfdata.AttrTask | perfdata.AttrSampleIDAll
-		if c.data {
-			flags |= perfdata.AttrMmapData
-		}
-		if c.buildID {
-			flags |= perfdata.AttrBuildID
-		}
-	}
+// outAttr is the attr of the BPF output events: they carry the records
+// the programs emit and nothing else, so that the pacing, which bounds
+// what the programs write between two drains, bounds everything in
+// their rings.
+func (c *ringConfig) outAttr() perfdata.Attr {
 	return perfdata.Attr{
 		Type:         unix.PERF_TYPE_SOFTWARE,
 		Size:         perfdata.AttrSize,
 		Config:       unix.PERF_COUNT_SW_BPF_OUTPUT,
 		SamplePeriod: 1,
 		SampleType:   ringSampleType,
-		Flags:        flags,
-		// Never wake up per record: readers drain at half a ring, or
-		// on their own schedule.
+		Flags:        perfdata.AttrWatermark | perfdata.AttrUseClockID,
+		// Never wake up per record: readers drain between reads.
 		WakeupEvents: uint32(c.pages * os.Getpagesize() / 2),
 		ClockID:      unix.CLOCK_MONOTONIC,
 	}
 }
 
-// rings is one PERF_COUNT_SW_BPF_OUTPUT event per online CPU, each with its
-// ring buffer, registered in the programs' PERF_EVENT_ARRAY. With a
-// sideband the same rings carry the kernel's live records, and with a
-// sampler its samples, in one time-ordered stream per CPU.
+// liveAttr is the attr of the side-band events: software dummy events,
+// as `perf record` opens for its side-band, that report every mmap,
+// comm, fork and exit on their CPU.
+func (c *ringConfig) liveAttr() perfdata.Attr {
+	flags := uint64(perfdata.AttrWatermark | perfdata.AttrUseClockID |
+		perfdata.AttrMmap | perfdata.AttrMmap2 | perfdata.AttrComm |
+		perfdata.AttrCommExec | perfdata.AttrTask | perfdata.AttrSampleIDAll)
+	if c.data {
+		flags |= perfdata.AttrMmapData
+	}
+	if c.buildID {
+		flags |= perfdata.AttrBuildID
+	}
+	return perfdata.Attr{
+		Type:         unix.PERF_TYPE_SOFTWARE,
+		Size:         perfdata.AttrSize,
+		Config:       unix.PERF_COUNT_SW_DUMMY,
+		SamplePeriod: 1,
+		SampleType:   sidebandSampleType,
+		Flags:        flags,
+		WakeupEvents: uint32(c.pages * os.Getpagesize() / 2),
+		ClockID:      unix.CLOCK_MONOTONIC,
+	}
+}
+
+// rings are the per-CPU rings of a BPF method or session. The programs'
+// records go to rings of their own (out), registered in the programs'
+// PERF_EVENT_ARRAY; the kernel's live records and the samples go to a
+// second set (live). Live traffic, however heavy, can then never take
+// the room the pacing counts on: synthesized records are not lost.
 type rings struct {
 	cpus     []int
-	out      []*perfEvent // own the rings, one per CPU
-	samplers []*perfEvent
+	out      []*perfring.Event
+	live     []*perfring.Event // nil without a side-band
+	samplers []*perfring.Event
 	size     int // data bytes per ring
-	bpfIDs   map[uint64]struct{}
 }
 
 func openRings(c ringConfig, arr *ebpf.Map) (*rings, error) {
@@ -92,14 +108,13 @@ func openRings(c ringConfig, arr *ebpf.Map) (*rings, error) {
 	if c.pages < MinRingPages || c.pages&(c.pages-1) != 0 {
 		return nil, fmt.Errorf("ring size %d pages: want a power of two >= %d", c.pages, MinRingPages)
 	}
-	cpus, err := onlineCPUs()
+	cpus, err := perfring.OnlineCPUs()
 	if err != nil {
 		return nil, err
 	}
-	r := &rings{cpus: cpus, size: c.pages * os.Getpagesize(), bpfIDs: make(map[uint64]struct{})}
-	attr := c.ringAttr()
+	r := &rings{cpus: cpus, size: c.pages * os.Getpagesize()}
 	for _, cpu := range cpus {
-		if err := r.openCPU(cpu, &attr, &c, arr); err != nil {
+		if err := r.openCPU(cpu, &c, arr); err != nil {
 			r.Close()
 			return nil, err
 		}
@@ -107,59 +122,88 @@ func openRings(c ringConfig, arr *ebpf.Map) (*rings, error) {
 	return r, nil
 }
 
-func (r *rings) openCPU(cpu int, attr *perfdata.Attr, c *ringConfig, arr *ebpf.Map) error {
-	ev, err := openPerfEvent(attr, -1, cpu)
+func (r *rings) openCPU(cpu int, c *ringConfig, arr *ebpf.Map) error {
+	out, err := openRing(c.outAttr(), cpu, c.pages, "BPF output")
 	if err != nil {
-		return fmt.Errorf("open BPF output event on cpu %d: %w", cpu, err)
+		return err
 	}
-	r.out = append(r.out, ev)
-	r.bpfIDs[ev.id] = struct{}{}
-	if err := ev.mapRing(c.pages); err != nil {
-		return fmt.Errorf("cpu %d: %w", cpu, err)
-	}
-	if err := arr.Put(uint32(cpu), uint32(ev.fd)); err != nil {
+	r.out = append(r.out, out)
+	if err := arr.Put(uint32(cpu), uint32(out.FD())); err != nil {
 		return fmt.Errorf("register ring of cpu %d: %w", cpu, err)
 	}
+	if !c.sideband {
+		return nil
+	}
+	live, err := openRing(c.liveAttr(), cpu, c.pages, "side-band")
+	if err != nil {
+		return err
+	}
+	r.live = append(r.live, live)
 	if c.sampler == nil {
 		return nil
 	}
-	s, err := openPerfEvent(c.sampler, -1, cpu)
+	s, err := openEvent(c.sampler, cpu, "sampling")
 	if err != nil {
-		return fmt.Errorf("open sampling event on cpu %d: %w", cpu, err)
+		return err
 	}
 	r.samplers = append(r.samplers, s)
-	if err := s.redirect(ev); err != nil {
+	if err := s.SetOutput(live); err != nil {
 		return fmt.Errorf("cpu %d: %w", cpu, err)
 	}
 	return nil
 }
 
-// ids returns the kernel ids of the ring events and of the samplers.
-func (r *rings) ids() (out, samplers []uint64) {
-	for _, ev := range r.out {
-		out = append(out, ev.id)
+// openEvent opens a on one CPU, for every thread.
+func openEvent(a *perfdata.Attr, cpu int, what string) (*perfring.Event, error) {
+	ev, err := perfring.Open(a, -1, cpu)
+	if errors.Is(err, os.ErrPermission) {
+		return nil, &PermissionError{Op: "perf_event_open", Err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s event on cpu %d: %w", what, cpu, err)
+	}
+	return ev, nil
+}
+
+func openRing(a perfdata.Attr, cpu, pages int, what string) (*perfring.Event, error) {
+	ev, err := openEvent(&a, cpu, what)
+	if err != nil {
+		return nil, err
+	}
+	if err := ev.MapRing(pages); err != nil {
+		ev.Close()
+		return nil, fmt.Errorf("cpu %d: %w", cpu, err)
+	}
+	return ev, nil
+}
+
+// ids returns the kernel ids of the side-band events and of the samplers.
+func (r *rings) ids() (live, samplers []uint64) {
+	for _, ev := range r.live {
+		live = append(live, ev.ID())
 	}
 	for _, ev := range r.samplers {
-		samplers = append(samplers, ev.id)
+		samplers = append(samplers, ev.ID())
 	}
-	return out, samplers
+	return live, samplers
 }
 
 // enableSamplers starts the samplers, opened disabled.
 func (r *rings) enableSamplers() error {
 	for _, s := range r.samplers {
-		if err := s.enable(); err != nil {
+		if err := s.Enable(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// drain hands every record now in the rings to fn, CPU by CPU. rec is the
-// whole record, header included, and is only valid during the call.
-func (r *rings) drain(fn func(cpu int, rec []byte) error) error {
-	for i, ev := range r.out {
-		err := ev.readAll(func(rec []byte) error { return fn(r.cpus[i], rec) })
+// drain hands every record now in the given rings to fn, CPU by CPU. rec
+// is the whole record, header included, and is only valid during the
+// call.
+func (r *rings) drain(evs []*perfring.Event, fn func(cpu int, rec []byte) error) error {
+	for i, ev := range evs {
+		err := ev.Ring().ReadAll(func(rec []byte) error { return fn(r.cpus[i], rec) })
 		if err != nil {
 			return fmt.Errorf("read ring of cpu %d: %w", r.cpus[i], err)
 		}
@@ -167,63 +211,22 @@ func (r *rings) drain(fn func(cpu int, rec []byte) error) error {
 	return nil
 }
 
-// pending reports whether any ring holds unread records.
-func (r *rings) pending() bool {
-	for _, ev := range r.out {
-		if ev.pending() {
-			return true
-		}
-	}
-	return false
-}
-
-// fds returns the descriptors of the ring events, for poll(2).
-func (r *rings) fds() []int {
-	fds := make([]int, len(r.out))
-	for i, ev := range r.out {
-		fds[i] = ev.fd
+// liveFDs returns the descriptors of the side-band events, for poll(2).
+func (r *rings) liveFDs() []int {
+	fds := make([]int, len(r.live))
+	for i, ev := range r.live {
+		fds[i] = ev.FD()
 	}
 	return fds
 }
 
 func (r *rings) Close() error {
 	var errs []error
-	for _, ev := range r.samplers {
-		errs = append(errs, ev.close())
+	for _, evs := range [][]*perfring.Event{r.samplers, r.live, r.out} {
+		for _, ev := range evs {
+			errs = append(errs, ev.Close())
+		}
 	}
-	for _, ev := range r.out {
-		errs = append(errs, ev.close())
-	}
-	r.samplers, r.out = nil, nil
+	r.samplers, r.live, r.out = nil, nil, nil
 	return errors.Join(errs...)
-}
-
-// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,5").
-func onlineCPUs() ([]int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return nil, fmt.Errorf("online cpus: %w", err)
-	}
-	return parseCPUList(strings.TrimSpace(string(b)))
-}
-
-func parseCPUList(s string) ([]int, error) {
-	var cpus []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
-			}
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
 }

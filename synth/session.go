@@ -84,8 +84,12 @@ type SessionStats struct {
 	Samples     uint64 // samples returned
 	Duplicates  uint64 // synthesized records dropped: the live stream had them first
 	Stale       uint64 // synthesized records of another generation dropped
-	Lost        uint64 // records the kernel or the programs could not write
-	Filtered    uint64 // live records of processes outside Options.Pids
+	Lost        uint64 // synthesized records the programs could not write
+	// LiveLost are live records and samples the kernel dropped because
+	// a side-band ring was full; the stream has a PERF_RECORD_LOST
+	// record for them, as perf has.
+	LiveLost uint64
+	Filtered uint64 // live records of processes outside Options.Pids
 }
 
 // Session streams the records of a host, or of some processes: the state
@@ -156,7 +160,7 @@ func (s *Session) init(rc ringConfig) error {
 		return fmt.Errorf("eventfd: %w", err)
 	}
 	s.wake = wake
-	for _, fd := range append(s.b.rings.fds(), wake) {
+	for _, fd := range append(s.b.rings.liveFDs(), wake) {
 		s.pollfds = append(s.pollfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
 	if len(s.opts.Pids) > 0 {
@@ -166,13 +170,11 @@ func (s *Session) init(rc ringConfig) error {
 		}
 	}
 	s.b.round.live = s.addLive
-	outIDs, samplerIDs := s.b.rings.ids()
-	side := rc.ringAttr()
-	side.Config = perfSWDummy
-	side.SampleType = sidebandSampleType
+	liveIDs, samplerIDs := s.b.rings.ids()
+	side := rc.liveAttr()
 	side.Flags &^= perfdata.AttrWatermark
 	side.WakeupEvents = 0
-	s.attrs = []perfdata.WriterAttr{{Attr: side, Name: attrName, IDs: outIDs}}
+	s.attrs = []perfdata.WriterAttr{{Attr: side, Name: attrName, IDs: liveIDs}}
 	if rc.sampler != nil {
 		a := *rc.sampler
 		a.Flags &^= perfdata.AttrDisabled
@@ -181,9 +183,6 @@ func (s *Session) init(rc ringConfig) error {
 	}
 	return nil
 }
-
-// perfSWDummy is PERF_COUNT_SW_DUMMY.
-const perfSWDummy = 9
 
 // samplerAttr is a cpu-clock event at o.Freq on one CPU, all threads.
 func samplerAttr(o *SampleOptions) perfdata.Attr {

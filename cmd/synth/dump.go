@@ -89,6 +89,9 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "synth: live side-band: %d records while dumping, %d synthesized records dropped as reported live first\n",
 			st.Live, st.Duplicates)
 	}
+	if st.LiveLost > 0 {
+		fmt.Fprintf(stderr, "synth: warning: the kernel dropped %d live records while dumping; the output marks them with PERF_RECORD_LOST\n", st.LiveLost)
+	}
 	if st.Lost > 0 {
 		fmt.Fprintf(stderr, "synth: %d records lost: the dump is incomplete (try a larger --ring-pages)\n", st.Lost)
 		return exitError

@@ -84,6 +84,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	s := st.Session
 	fmt.Fprintf(stderr, "synth record: %d samples, %d mappings synthesized, %d live records, %d lost, %v\n",
 		s.Samples, st.Dump.Mappings, s.Live, s.Lost, st.Duration.Round(time.Millisecond))
+	if s.LiveLost > 0 {
+		fmt.Fprintf(stderr, "synth record: warning: the kernel dropped %d records (samples or side-band); the output marks them with PERF_RECORD_LOST\n", s.LiveLost)
+	}
 	if s.Lost > 0 {
 		fmt.Fprintf(stderr, "synth record: %d records lost: the profile is incomplete (try a larger --ring-pages or a lower -F)\n", s.Lost)
 		return exitError

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
+)
+
+// A busy host: two threads map, split and unmap executable memory in a
+// loop, a process forks thousands of children a second, and a large
+// process makes the dump long. Live records then overflow the side-band
+// rings. The dump must still hold every mapping of the stable processes
+// (synthesized records have rings of their own), exit 0, and mark what
+// the kernel dropped with PERF_RECORD_LOST records that add up to the
+// count on stderr — with the default rings and with the smallest.
+func TestDumpUnderStorm(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	stable := testproc.StartT(t, testproc.Spec{DataFile: true, Threads: []string{"stable"}})
+	startLoadgen(t, 40000)
+	storm := buildStorm(t)
+	startBackground(t, exec.Command(storm, "map", "2"))
+	startBackground(t, exec.Command(storm, "fork"))
+	if rate := forkRate(t); rate < 2000 {
+		t.Fatalf("the fork storm makes %d processes a second, want >= 2000", rate)
+	}
+
+	droppedSome := false
+	for _, args := range [][]string{
+		{}, {"--data"}, {"--ring-pages", "16"}, {"--data", "--ring-pages", "16"},
+	} {
+		file := filepath.Join(t.TempDir(), "perf.data")
+		r := runCmd(t, exec.Command(synthBin, append([]string{"dump", "-o", file}, args...)...))
+		if r.code != 0 {
+			t.Fatalf("synth dump %v: exit %d: %s", args, r.code, r.stderr)
+		}
+		sum := parseSummary(t, stripLostWarning(r.stderr))
+		dropped := lostWarning(t, r.stderr)
+		if sum.lost != 0 {
+			t.Errorf("synth dump %v: %d synthesized records lost", args, sum.lost)
+		}
+		rep := exec.Command(perf, "report", "-D", "-i", file)
+		rep.Env = perfEnv(t)
+		rr := runCmd(t, rep)
+		if rr.code != 0 {
+			t.Fatalf("perf report -D: exit %d: %s", rr.code, rr.stderr)
+		}
+		if got := lostInFile(rr.stdout); got != dropped {
+			t.Errorf("synth dump %v: PERF_RECORD_LOST in the file add up to %d, stderr says %d", args, got, dropped)
+		}
+		droppedSome = droppedSome || dropped > 0
+		checkPerfOutput(t, "perf report -D "+strings.Join(args, " "), rr.stdout, stable, len(args) > 0 && args[0] == "--data")
+		t.Logf("synth dump %v: %d live records, %d dropped by the kernel", args, sum.live, dropped)
+	}
+	if !droppedSome {
+		t.Error("the kernel dropped no live record in any dump: the storm does not test the LOST path")
+	}
+}
+
+var lostWarningRE = regexp.MustCompile(`(?m)^synth: warning: the kernel dropped (\d+) live records while dumping; the output marks them with PERF_RECORD_LOST\n`)
+
+func stripLostWarning(stderr string) string { return lostWarningRE.ReplaceAllString(stderr, "") }
+
+// lostWarning returns the count of the warning line, 0 without one.
+func lostWarning(t *testing.T, stderr string) uint64 {
+	t.Helper()
+	m := lostWarningRE.FindAllStringSubmatch(stderr, -1)
+	if len(m) > 1 {
+		t.Fatalf("the lost warning is there %d times:\n%s", len(m), stderr)
+	}
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(m[0][1], 10, 64)
+	return n
+}
+
+var perfLostRE = regexp.MustCompile(`PERF_RECORD_LOST: id:\d+: lost:(\d+)`)
+
+// lostInFile adds up the PERF_RECORD_LOST records perf report -D shows.
+func lostInFile(out string) uint64 {
+	var n uint64
+	for _, m := range perfLostRE.FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.ParseUint(m[1], 10, 64)
+		n += v
+	}
+	return n
+}
+
+// buildStorm compiles testdata/storm.
+func buildStorm(t *testing.T) string {
+	t.Helper()
+	_, err := exec.LookPath("gcc")
+	testenv.Need(t, err == nil, "gcc")
+	src, _ := filepath.Abs("../../testdata/storm/storm.c")
+	bin := filepath.Join(t.TempDir(), "storm")
+	if out, err := exec.Command("gcc", "-O1", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc storm.c: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startBackground starts cmd and kills it when the test ends.
+func startBackground(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+}
+
+// startLoadgen holds about vmas VMAs in synth loadgen's processes until
+// the test ends.
+func startLoadgen(t *testing.T, vmas int) {
+	t.Helper()
+	cmd := exec.Command(synthBin, "loadgen", "--vmas", strconv.Itoa(vmas))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.Contains(line, "VMAs in load processes") {
+		t.Fatalf("synth loadgen: %q, %v", line, err)
+	}
+}
+
+// forkRate measures how many processes the host creates a second, from
+// the last pid /proc/loadavg shows.
+func forkRate(t *testing.T) int {
+	t.Helper()
+	lastPid := func() int {
+		b, err := os.ReadFile("/proc/loadavg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b))
+		n, _ := strconv.Atoi(f[len(f)-1])
+		return n
+	}
+	a := lastPid()
+	time.Sleep(500 * time.Millisecond)
+	b := lastPid()
+	if b < a { // the pid space wrapped
+		return forkRate(t)
+	}
+	return (b - a) * 2
+}
