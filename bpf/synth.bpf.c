@@ -76,7 +76,7 @@ __u64 synth_lost;
 /* Last task whose VMAs dump_vma started on. */
 __u32 last_tid;
 
-static const char pace[128];
+static const char pace[256];
 
 static __always_inline void emit(void *ctx, struct seq_file *seq,
 				 struct synth_hdr *h, __u32 size)
@@ -199,28 +199,83 @@ static __always_inline __u32 anon_name(struct vm_area_struct *vma, char *dst)
 	return copy_str(dst, "//anon");
 }
 
+/* Identifies the file in r: by its build ID when id has one, else by
+ * device and inode. */
+static __always_inline void fill_ident(struct synth_mmap2 *r, struct synth_file_key *k,
+				       struct synth_build_id *id)
+{
+	if (id && id->size) {
+		r->header.misc |= SYNTH_MISC_MMAP_BUILD_ID;
+		r->u.b.size = id->size;
+		r->u.b.reserved[0] = r->u.b.reserved[1] = r->u.b.reserved[2] = 0;
+		__builtin_memcpy(r->u.b.id, id->id, SYNTH_BUILD_ID_SIZE);
+		return;
+	}
+	r->u.f.maj = k->dev >> MINORBITS;
+	r->u.f.min = k->dev & ((1U << MINORBITS) - 1);
+	r->u.f.ino = k->ino;
+	r->u.f.ino_generation = k->generation;
+}
+
 /* Identify the file: by build ID when the cache knows one, else by
  * device and inode. */
 static __always_inline void fill_file(struct synth_mmap2 *r, struct file *file)
 {
 	struct synth_file_key k;
-	struct synth_build_id *id;
+	struct synth_build_id *id = NULL;
 
 	file_key(file, &k);
-	if (synth_flags & SYNTH_CFG_BUILDID) {
+	if (synth_flags & SYNTH_CFG_BUILDID)
 		id = bpf_map_lookup_elem(&build_ids, &k);
-		if (id && id->size) {
-			r->header.misc |= SYNTH_MISC_MMAP_BUILD_ID;
-			r->u.b.size = id->size;
-			r->u.b.reserved[0] = r->u.b.reserved[1] = r->u.b.reserved[2] = 0;
-			__builtin_memcpy(r->u.b.id, id->id, SYNTH_BUILD_ID_SIZE);
-			return;
-		}
+	fill_ident(r, &k, id);
+}
+
+/* The fields of an MMAP2 record that the VMA's bounds and flags give. */
+static __always_inline void fill_vma(struct synth_mmap2 *r, __u32 pid, __u32 tid,
+				     __u64 start, __u64 end, __u64 vmf)
+{
+	r->header.type = SYNTH_RECORD_MMAP2;
+	r->header.misc = SYNTH_MISC_USER | ((vmf & VM_EXEC) ? 0 : SYNTH_MISC_MMAP_DATA);
+	r->pid = pid;
+	r->tid = tid;
+	r->addr = start;
+	r->len = end - start;
+	r->prot = ((vmf & VM_READ) ? PROT_READ : 0) | ((vmf & VM_WRITE) ? PROT_WRITE : 0) |
+		  ((vmf & VM_EXEC) ? PROT_EXEC : 0);
+	r->flags = (vmf & VM_MAYSHARE) ? MAP_SHARED : MAP_PRIVATE;
+	if (vmf & VM_LOCKED)
+		r->flags |= MAP_LOCKED;
+	if (vmf & VM_HUGETLB)
+		r->flags |= MAP_HUGETLB;
+}
+
+/* Ends an MMAP2 record whose name is n bytes long, its NUL included (0 or
+ * less: no name): NUL-pads the name to 8 bytes as the kernel does, and
+ * sets header.size. Returns the record's size from struct synth_hdr on,
+ * a bounded register: the size passed on is derived from it, not
+ * reloaded from header.size. */
+static __always_inline __u32 finish_mmap2(struct synth_mmap2 *r, long n)
+{
+	if (n <= 0) {
+		r->filename[0] = 0;
+		n = 1;
 	}
-	r->u.f.maj = k.dev >> MINORBITS;
-	r->u.f.min = k.dev & ((1U << MINORBITS) - 1);
-	r->u.f.ino = k.ino;
-	r->u.f.ino_generation = k.generation;
+	if (n > SYNTH_PATH_MAX)
+		n = SYNTH_PATH_MAX;
+	for (int i = 0; i < 7; i++) {
+		__u32 at = n + i;
+
+		if (at & 7)
+			r->filename[at & (SYNTH_PATH_MAX - 1)] = 0;
+		else
+			break;
+	}
+	n = (n + 7) & ~7;
+	if (n > SYNTH_PATH_MAX)
+		n = SYNTH_PATH_MAX;
+	r->header.size = offsetof(struct synth_mmap2, filename) -
+			 offsetof(struct synth_mmap2, header) + n;
+	return offsetof(struct synth_mmap2, filename) + n;
 }
 
 SEC("iter/task_vma")
@@ -254,19 +309,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 		return 0;
 
 	r->h.time = now;
-	r->header.type = SYNTH_RECORD_MMAP2;
-	r->header.misc = SYNTH_MISC_USER | ((vmf & VM_EXEC) ? 0 : SYNTH_MISC_MMAP_DATA);
-	r->pid = task->tgid;
-	r->tid = tid;
-	r->addr = vma->vm_start;
-	r->len = vma->vm_end - vma->vm_start;
-	r->prot = ((vmf & VM_READ) ? PROT_READ : 0) | ((vmf & VM_WRITE) ? PROT_WRITE : 0) |
-		  ((vmf & VM_EXEC) ? PROT_EXEC : 0);
-	r->flags = (vmf & VM_MAYSHARE) ? MAP_SHARED : MAP_PRIVATE;
-	if (vmf & VM_LOCKED)
-		r->flags |= MAP_LOCKED;
-	if (vmf & VM_HUGETLB)
-		r->flags |= MAP_HUGETLB;
+	fill_vma(r, task->tgid, tid, vma->vm_start, vma->vm_end, vmf);
 
 	file = vma->vm_file;
 	if (file) {
@@ -282,29 +325,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 		r->pgoff = 0;
 		n = anon_name(vma, r->filename);
 	}
-	if (n <= 0) {
-		r->filename[0] = 0;
-		n = 1;
-	}
-	if (n > SYNTH_PATH_MAX)
-		n = SYNTH_PATH_MAX;
-	/* NUL-pad the name to 8 bytes, as the kernel does. */
-	for (int i = 0; i < 7; i++) {
-		__u32 at = n + i;
-
-		if (at & 7)
-			r->filename[at & (SYNTH_PATH_MAX - 1)] = 0;
-		else
-			break;
-	}
-	n = (n + 7) & ~7;
-	if (n > SYNTH_PATH_MAX)
-		n = SYNTH_PATH_MAX;
-	r->header.size = offsetof(struct synth_mmap2, filename) -
-			 offsetof(struct synth_mmap2, header) + n;
-	/* n is a bounded register here; the size passed on is derived from
-	 * it, not reloaded from header.size. */
-	emit(ctx, seq, &r->h, offsetof(struct synth_mmap2, filename) + n);
+	emit(ctx, seq, &r->h, finish_mmap2(r, n));
 	return 0;
 }
 
@@ -334,3 +355,5 @@ int walk_vma(struct bpf_iter__task_vma *ctx)
 		__sync_fetch_and_add(&walked, 1);
 	return 0;
 }
+
+#include "walk.bpf.h"

@@ -71,6 +71,7 @@ struct synth_build_id {
 #define SYNTH_PEND_RANGE 3  /* headers or notes outside the mapping */
 #define SYNTH_PEND_CLASS 4  /* not a 64-bit ELF */
 #define SYNTH_PEND_MANY 5   /* more candidates in one process than a pass takes */
+#define SYNTH_PEND_NEW 6    /* not in the cache: the maple walk leaves all reading to userspace */
 
 /* A file the prepass could not read, and a mapping of it. */
 struct synth_pending {
@@ -121,5 +122,28 @@ struct synth_fork {
 	__u32 pid, ppid, tid, ptid;
 	__u64 time;
 };
+
+/* A synth-private record that ends the maple walk of one process, or
+ * one chunk of it (perf has no record type this high). */
+#define SYNTH_RECORD_WALK 0x5e00
+
+#define SYNTH_WALK_DONE 1    /* every VMA was walked and the walk holds */
+#define SYNTH_WALK_MORE 2    /* the chunk is full: walk again from resume */
+#define SYNTH_WALK_INVALID 3 /* the walk does not hold: read the process again */
+
+struct synth_walk {
+	struct synth_hdr h;
+	struct perf_event_header header;
+	__u32 pid, tid;
+	__u32 status;
+	__u32 pad;
+	__u64 count;     /* VMAs walked in this process, chunks before included */
+	__u64 map_count; /* mm->map_count after the walk */
+	__u64 resume;    /* with SYNTH_WALK_MORE: the address to go on from */
+};
+
+/* Records of the maple walk are emitted in batches of about this many
+ * bytes per bpf_perf_event_output() sample. */
+#define SYNTH_BATCH 8192
 
 #endif /* SYNTH_H */

@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type SynthBatch struct {
+	_    structs.HostLayout
+	Gen  uint64
+	Seq  uint64
+	Len  uint32
+	Nrec uint32
+	Buf  [16384]uint8
+}
+
 type SynthCands struct {
 	_    structs.HostLayout
 	N    uint32
@@ -33,6 +42,47 @@ type SynthClaim struct {
 	Gen uint64
 	Tid uint32
 	_   [4]byte
+}
+
+type SynthLastFile struct {
+	_    structs.HostLayout
+	File uint64
+	Key  SynthSynthFileKey
+	Id   SynthSynthBuildId
+	Len  uint32
+	Pad  uint32
+	Path [4096]int8
+}
+
+type SynthMwState struct {
+	_ structs.HostLayout
+	F [8]struct {
+		_    structs.HostLayout
+		Node [32]uint64
+		Max  uint64
+		Slot uint32
+		End  uint32
+		Type uint32
+		Pad  uint32
+	}
+	Mm      uint64
+	Now     uint64
+	PrevEnd uint64
+	Count   uint64
+	Resume  uint64
+	Depth   uint32
+	Tgid    uint32
+	Tid     uint32
+	Bytes   uint32
+	Status  uint32
+	Pad     uint32
+}
+
+type SynthResumeAt struct {
+	_     structs.HostLayout
+	Gen   uint64
+	Addr  uint64
+	Count uint64
 }
 
 type SynthSynthBuildId struct {
@@ -97,32 +147,61 @@ type SynthSynthPending struct {
 	Reason uint32
 }
 
+type SynthSynthWalk struct {
+	_      structs.HostLayout
+	H      SynthSynthHdr
+	Header struct {
+		_    structs.HostLayout
+		Type uint32
+		Misc uint16
+		Size uint16
+	}
+	Pid      uint32
+	Tid      uint32
+	Status   uint32
+	Pad      uint32
+	Count    uint64
+	MapCount uint64
+	Resume   uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	SynthMapBatches          = "batches"
 	SynthMapBuildIds         = "build_ids"
 	SynthMapCandScratch      = "cand_scratch"
 	SynthMapClaims           = "claims"
 	SynthMapEvents           = "events"
+	SynthMapLastFiles        = "last_files"
+	SynthMapMwScratch        = "mw_scratch"
 	SynthMapPending          = "pending"
+	SynthMapResumes          = "resumes"
 	SynthMapScratch          = "scratch"
 	SynthProgBuildIdsPrepass = "build_ids_prepass"
 	SynthProgDumpTask        = "dump_task"
+	SynthProgDumpTasks       = "dump_tasks"
 	SynthProgDumpVma         = "dump_vma"
 	SynthProgKernelText      = "kernel_text"
+	SynthProgWalkMaple       = "walk_maple"
 	SynthProgWalkVma         = "walk_vma"
 	SynthVarBidFound         = "bid_found"
 	SynthVarBidNone          = "bid_none"
 	SynthVarBidReads         = "bid_reads"
+	SynthVarChunkLimit       = "chunk_limit"
+	SynthVarFailTgid         = "fail_tgid"
 	SynthVarLastTid          = "last_tid"
+	SynthVarResumeMode       = "resume_mode"
 	SynthVarSynthFlags       = "synth_flags"
 	SynthVarSynthGen         = "synth_gen"
 	SynthVarSynthLost        = "synth_lost"
 	SynthVarSynthSeq         = "synth_seq"
 	SynthVarTextEnd          = "text_end"
 	SynthVarTextStart        = "text_start"
+	SynthVarUnusedSynthWalk  = "unused_synth_walk"
 	SynthVarWalked           = "walked"
+	SynthVarWalksInvalid     = "walks_invalid"
 )
 
 // LoadSynth returns the embedded CollectionSpec for Synth.
@@ -169,8 +248,10 @@ type SynthSpecs struct {
 type SynthProgramSpecs struct {
 	BuildIdsPrepass *ebpf.ProgramSpec `ebpf:"build_ids_prepass"`
 	DumpTask        *ebpf.ProgramSpec `ebpf:"dump_task"`
+	DumpTasks       *ebpf.ProgramSpec `ebpf:"dump_tasks"`
 	DumpVma         *ebpf.ProgramSpec `ebpf:"dump_vma"`
 	KernelText      *ebpf.ProgramSpec `ebpf:"kernel_text"`
+	WalkMaple       *ebpf.ProgramSpec `ebpf:"walk_maple"`
 	WalkVma         *ebpf.ProgramSpec `ebpf:"walk_vma"`
 }
 
@@ -178,11 +259,15 @@ type SynthProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthMapSpecs struct {
+	Batches     *ebpf.MapSpec `ebpf:"batches"`
 	BuildIds    *ebpf.MapSpec `ebpf:"build_ids"`
 	CandScratch *ebpf.MapSpec `ebpf:"cand_scratch"`
 	Claims      *ebpf.MapSpec `ebpf:"claims"`
 	Events      *ebpf.MapSpec `ebpf:"events"`
+	LastFiles   *ebpf.MapSpec `ebpf:"last_files"`
+	MwScratch   *ebpf.MapSpec `ebpf:"mw_scratch"`
 	Pending     *ebpf.MapSpec `ebpf:"pending"`
+	Resumes     *ebpf.MapSpec `ebpf:"resumes"`
 	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
 }
 
@@ -190,17 +275,22 @@ type SynthMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthVariableSpecs struct {
-	BidFound   *ebpf.VariableSpec `ebpf:"bid_found"`
-	BidNone    *ebpf.VariableSpec `ebpf:"bid_none"`
-	BidReads   *ebpf.VariableSpec `ebpf:"bid_reads"`
-	LastTid    *ebpf.VariableSpec `ebpf:"last_tid"`
-	SynthFlags *ebpf.VariableSpec `ebpf:"synth_flags"`
-	SynthGen   *ebpf.VariableSpec `ebpf:"synth_gen"`
-	SynthLost  *ebpf.VariableSpec `ebpf:"synth_lost"`
-	SynthSeq   *ebpf.VariableSpec `ebpf:"synth_seq"`
-	TextEnd    *ebpf.VariableSpec `ebpf:"text_end"`
-	TextStart  *ebpf.VariableSpec `ebpf:"text_start"`
-	Walked     *ebpf.VariableSpec `ebpf:"walked"`
+	BidFound        *ebpf.VariableSpec `ebpf:"bid_found"`
+	BidNone         *ebpf.VariableSpec `ebpf:"bid_none"`
+	BidReads        *ebpf.VariableSpec `ebpf:"bid_reads"`
+	ChunkLimit      *ebpf.VariableSpec `ebpf:"chunk_limit"`
+	FailTgid        *ebpf.VariableSpec `ebpf:"fail_tgid"`
+	LastTid         *ebpf.VariableSpec `ebpf:"last_tid"`
+	ResumeMode      *ebpf.VariableSpec `ebpf:"resume_mode"`
+	SynthFlags      *ebpf.VariableSpec `ebpf:"synth_flags"`
+	SynthGen        *ebpf.VariableSpec `ebpf:"synth_gen"`
+	SynthLost       *ebpf.VariableSpec `ebpf:"synth_lost"`
+	SynthSeq        *ebpf.VariableSpec `ebpf:"synth_seq"`
+	TextEnd         *ebpf.VariableSpec `ebpf:"text_end"`
+	TextStart       *ebpf.VariableSpec `ebpf:"text_start"`
+	UnusedSynthWalk *ebpf.VariableSpec `ebpf:"unused_synth_walk"`
+	Walked          *ebpf.VariableSpec `ebpf:"walked"`
+	WalksInvalid    *ebpf.VariableSpec `ebpf:"walks_invalid"`
 }
 
 // SynthObjects contains all objects after they have been loaded into the kernel.
@@ -223,21 +313,29 @@ func (o *SynthObjects) Close() error {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthMaps struct {
+	Batches     *ebpf.Map `ebpf:"batches"`
 	BuildIds    *ebpf.Map `ebpf:"build_ids"`
 	CandScratch *ebpf.Map `ebpf:"cand_scratch"`
 	Claims      *ebpf.Map `ebpf:"claims"`
 	Events      *ebpf.Map `ebpf:"events"`
+	LastFiles   *ebpf.Map `ebpf:"last_files"`
+	MwScratch   *ebpf.Map `ebpf:"mw_scratch"`
 	Pending     *ebpf.Map `ebpf:"pending"`
+	Resumes     *ebpf.Map `ebpf:"resumes"`
 	Scratch     *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *SynthMaps) Close() error {
 	return _SynthClose(
+		m.Batches,
 		m.BuildIds,
 		m.CandScratch,
 		m.Claims,
 		m.Events,
+		m.LastFiles,
+		m.MwScratch,
 		m.Pending,
+		m.Resumes,
 		m.Scratch,
 	)
 }
@@ -246,17 +344,22 @@ func (m *SynthMaps) Close() error {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthVariables struct {
-	BidFound   *ebpf.Variable `ebpf:"bid_found"`
-	BidNone    *ebpf.Variable `ebpf:"bid_none"`
-	BidReads   *ebpf.Variable `ebpf:"bid_reads"`
-	LastTid    *ebpf.Variable `ebpf:"last_tid"`
-	SynthFlags *ebpf.Variable `ebpf:"synth_flags"`
-	SynthGen   *ebpf.Variable `ebpf:"synth_gen"`
-	SynthLost  *ebpf.Variable `ebpf:"synth_lost"`
-	SynthSeq   *ebpf.Variable `ebpf:"synth_seq"`
-	TextEnd    *ebpf.Variable `ebpf:"text_end"`
-	TextStart  *ebpf.Variable `ebpf:"text_start"`
-	Walked     *ebpf.Variable `ebpf:"walked"`
+	BidFound        *ebpf.Variable `ebpf:"bid_found"`
+	BidNone         *ebpf.Variable `ebpf:"bid_none"`
+	BidReads        *ebpf.Variable `ebpf:"bid_reads"`
+	ChunkLimit      *ebpf.Variable `ebpf:"chunk_limit"`
+	FailTgid        *ebpf.Variable `ebpf:"fail_tgid"`
+	LastTid         *ebpf.Variable `ebpf:"last_tid"`
+	ResumeMode      *ebpf.Variable `ebpf:"resume_mode"`
+	SynthFlags      *ebpf.Variable `ebpf:"synth_flags"`
+	SynthGen        *ebpf.Variable `ebpf:"synth_gen"`
+	SynthLost       *ebpf.Variable `ebpf:"synth_lost"`
+	SynthSeq        *ebpf.Variable `ebpf:"synth_seq"`
+	TextEnd         *ebpf.Variable `ebpf:"text_end"`
+	TextStart       *ebpf.Variable `ebpf:"text_start"`
+	UnusedSynthWalk *ebpf.Variable `ebpf:"unused_synth_walk"`
+	Walked          *ebpf.Variable `ebpf:"walked"`
+	WalksInvalid    *ebpf.Variable `ebpf:"walks_invalid"`
 }
 
 // SynthPrograms contains all programs after they have been loaded into the kernel.
@@ -265,8 +368,10 @@ type SynthVariables struct {
 type SynthPrograms struct {
 	BuildIdsPrepass *ebpf.Program `ebpf:"build_ids_prepass"`
 	DumpTask        *ebpf.Program `ebpf:"dump_task"`
+	DumpTasks       *ebpf.Program `ebpf:"dump_tasks"`
 	DumpVma         *ebpf.Program `ebpf:"dump_vma"`
 	KernelText      *ebpf.Program `ebpf:"kernel_text"`
+	WalkMaple       *ebpf.Program `ebpf:"walk_maple"`
 	WalkVma         *ebpf.Program `ebpf:"walk_vma"`
 }
 
@@ -274,8 +379,10 @@ func (p *SynthPrograms) Close() error {
 	return _SynthClose(
 		p.BuildIdsPrepass,
 		p.DumpTask,
+		p.DumpTasks,
 		p.DumpVma,
 		p.KernelText,
+		p.WalkMaple,
 		p.WalkVma,
 	)
 }

@@ -40,9 +40,13 @@ type BPF struct {
 	dd *deduper
 	// ident is the sample_id_all identifier of synthesized records.
 	ident uint64
-	// readBuf is the bounded buffer iterator reads go through.
-	readBuf []byte
-	round   round
+	// readBuf is the bounded buffer iterator reads go through: iterBuf
+	// for the task_vma iterator, walkBuf for the maple walk, whose
+	// objects emit up to chunk bytes each.
+	readBuf, iterBuf, walkBuf []byte
+	chunk                     uint32
+	round                     round
+	hold                      *walkHold // the maple walk's records, kept between dumps for their memory
 }
 
 // NewBPF checks privileges, loads the iterator programs and opens the
@@ -75,7 +79,9 @@ func newBPF(opts Options, rc ringConfig) (*BPF, error) {
 		// Synthesized records are written under the side-band's attr.
 		b.ident = r.live[0].ID()
 	}
-	b.readBuf = make([]byte, readBudget(r.size))
+	b.iterBuf = make([]byte, readBudget(r.size))
+	chunk, budget := walkLimits(r.size)
+	b.chunk, b.walkBuf = chunk, make([]byte, budget)
 	b.gate, err = findGateVMA()
 	if err == nil && !opts.NoKernel {
 		b.text, err = b.kernelText()
@@ -154,6 +160,27 @@ func (b *BPF) dump(ctx context.Context, d *dump) error {
 			return err
 		}
 	}
+	var err error
+	if b.opts.Walk == WalkIter {
+		err = b.dumpIter(ctx, d)
+	} else {
+		err = b.dumpMaple(ctx, d)
+	}
+	if err != nil {
+		return err
+	}
+	var lost uint64
+	if err := b.objs.SynthLost.Get(&lost); err != nil {
+		return fmt.Errorf("read lost count: %w", err)
+	}
+	d.stats.Lost += lost - b.lost
+	b.lost = lost
+	return nil
+}
+
+// dumpIter is one dump with the task_vma iterator: the build-ID prepass,
+// the task pass, then the VMA pass.
+func (b *BPF) dumpIter(ctx context.Context, d *dump) error {
 	if !b.opts.NoBuildID {
 		if err := b.buildIDPass(ctx, d); err != nil {
 			return err
@@ -166,16 +193,7 @@ func (b *BPF) dump(ctx context.Context, d *dump) error {
 	if err := b.pass(ctx, d, b.objs.DumpVma, live, d.addVMA); err != nil {
 		return err
 	}
-	if err := d.finish(); err != nil {
-		return err
-	}
-	var lost uint64
-	if err := b.objs.SynthLost.Get(&lost); err != nil {
-		return fmt.Errorf("read lost count: %w", err)
-	}
-	d.stats.Lost += lost - b.lost
-	b.lost = lost
-	return nil
+	return d.finish()
 }
 
 // monotonicNow reads CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns()
@@ -200,15 +218,29 @@ func (b *BPF) configure() error {
 	if err := b.objs.SynthFlags.Set(flags); err != nil {
 		return fmt.Errorf("set flags: %w", err)
 	}
+	if err := b.objs.ChunkLimit.Set(b.chunk); err != nil {
+		return fmt.Errorf("set chunk limit: %w", err)
+	}
+	b.readBuf = b.iterBuf
+	if b.opts.Walk != WalkIter {
+		b.readBuf = b.walkBuf
+	}
 	return b.objs.LastTid.Set(uint32(0))
 }
 
-// pass runs one iterator program over every task, or over each of pids,
-// feeding its records to add in emission order.
+// pass runs one iterator program over every task, or over each of pids
+// when the dump is restricted to some processes, feeding its records to
+// add in emission order.
 func (b *BPF) pass(ctx context.Context, d *dump, prog *ebpf.Program, pids []int, add func([]byte) error) error {
 	if len(b.opts.Pids) == 0 {
 		return b.runIter(ctx, d, prog, 0, add)
 	}
+	return b.passEach(ctx, d, prog, pids, add)
+}
+
+// passEach runs one iterator program over the threads of each of pids;
+// a process that is gone is skipped.
+func (b *BPF) passEach(ctx context.Context, d *dump, prog *ebpf.Program, pids []int, add func([]byte) error) error {
 	for _, pid := range pids {
 		err := b.runIter(ctx, d, prog, pid, add)
 		if errors.Is(err, errNoProcess) {

@@ -1,9 +1,10 @@
 package synth
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -74,34 +75,45 @@ func (r *round) addLive(_ int, rec []byte) error {
 	return r.live(rec)
 }
 
-// addBPF unwraps a record the programs emitted from its RAW sample.
+// addBPF unwraps the records the programs emitted from a RAW sample: one
+// record (the iterators' per-VMA output) or a batch of them (the maple
+// walk), each a struct synth_hdr and a perf record, 8-byte aligned.
 func (r *round) addBPF(cpu int, sample []byte) error {
 	size := int(binary.NativeEndian.Uint32(sample[sampleRawOffset:]))
 	raw := sample[sampleRawOffset+4:]
-	if size > len(raw) || size < hdrSize+recMinSize {
+	if size > len(raw) {
 		return fmt.Errorf("cpu %d: BPF sample raw size %d out of range", cpu, size)
 	}
 	raw = raw[:size]
-	rec := raw[hdrSize:]
-	n := int(binary.NativeEndian.Uint16(rec[6:]))
-	if n < recMinSize || n > len(rec) {
-		return fmt.Errorf("cpu %d: BPF record size %d out of range", cpu, n)
+	for len(raw) >= hdrSize+recMinSize {
+		rec := raw[hdrSize:]
+		n := int(binary.NativeEndian.Uint16(rec[6:]))
+		if n < recMinSize || n > len(rec) {
+			return fmt.Errorf("cpu %d: BPF record size %d out of range", cpu, n)
+		}
+		r.recs = append(r.recs, bpfRecord{
+			seq:  binary.NativeEndian.Uint64(raw[hdrSeq:]),
+			gen:  binary.NativeEndian.Uint64(raw[hdrGen:]),
+			time: binary.NativeEndian.Uint64(raw[hdrTime:]),
+			off:  len(r.arena),
+			n:    n,
+		})
+		r.arena = append(r.arena, rec[:n]...)
+		raw = raw[hdrSize+(n+7)&^7:]
 	}
-	r.recs = append(r.recs, bpfRecord{
-		seq:  binary.NativeEndian.Uint64(raw[hdrSeq:]),
-		gen:  binary.NativeEndian.Uint64(raw[hdrGen:]),
-		time: binary.NativeEndian.Uint64(raw[hdrTime:]),
-		off:  len(r.arena),
-		n:    n,
-	})
-	r.arena = append(r.arena, rec[:n]...)
+	// The perf sample pads the raw data to 8 bytes after a u32 size:
+	// at most 4 bytes are left that are no record.
+	if len(raw) > 4 {
+		return fmt.Errorf("cpu %d: %d stray bytes after BPF records", cpu, len(raw))
+	}
 	return nil
 }
 
 // sorted returns the round's records in the order the programs emitted
-// them: one read may have run on several CPUs.
+// them: one read may have run on several CPUs. A batch's records share
+// its sequence number and stay in their order.
 func (r *round) sorted() []bpfRecord {
-	sort.Slice(r.recs, func(i, j int) bool { return r.recs[i].seq < r.recs[j].seq })
+	slices.SortStableFunc(r.recs, func(a, b bpfRecord) int { return cmp.Compare(a.seq, b.seq) })
 	return r.recs
 }
 

@@ -47,7 +47,7 @@ func (b *BPF) buildIDPass(ctx context.Context, d *dump) error {
 		return fmt.Errorf("read build-id counters: %w", err)
 	}
 	d.stats.ELFReads = int(after - before)
-	if err := b.resolvePending(d); err != nil {
+	if _, err := b.resolvePending(d); err != nil {
 		return err
 	}
 	return b.countCache(d)
@@ -69,15 +69,17 @@ func drainIter(prog *ebpf.Program, pid int) error {
 	return nil
 }
 
-// resolvePending reads the files the prepass could not, and caches the
-// result (no build ID included) so they are read once.
-func (b *BPF) resolvePending(d *dump) error {
+// resolvePending reads the files the prepass could not, or that the
+// maple walk found new, and caches the result (no build ID included) so
+// they are read once. It returns the build IDs it found, by file.
+func (b *BPF) resolvePending(d *dump) (map[fileIdent][]byte, error) {
 	var (
 		key     synthbpf.SynthSynthFileKey
 		pend    synthbpf.SynthSynthPending
 		done    []synthbpf.SynthSynthFileKey
 		id      synthbpf.SynthSynthBuildId
 		entries = b.objs.Pending.Iterate()
+		found   map[fileIdent][]byte
 	)
 	for entries.Next(&key, &pend) {
 		done = append(done, key)
@@ -91,19 +93,23 @@ func (b *BPF) resolvePending(d *dump) error {
 		id = synthbpf.SynthSynthBuildId{Size: uint8(len(bid)), Source: bidUser}
 		copy(id.Id[:], bid)
 		if err := b.objs.BuildIds.Put(&key, &id); err != nil {
-			return fmt.Errorf("cache build id: %w", err)
+			return nil, fmt.Errorf("cache build id: %w", err)
 		}
 		if len(bid) > 0 {
 			d.stats.BuildIDsUser++
+			if found == nil {
+				found = make(map[fileIdent][]byte)
+			}
+			found[identOfKey(&key)] = bid
 		}
 	}
 	if err := entries.Err(); err != nil {
-		return fmt.Errorf("read pending build ids: %w", err)
+		return nil, fmt.Errorf("read pending build ids: %w", err)
 	}
 	for i := range done {
 		b.objs.Pending.Delete(&done[i])
 	}
-	return nil
+	return found, nil
 }
 
 // countCache counts the files in the build-ID cache with an ID, by source.

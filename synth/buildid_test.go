@@ -156,7 +156,16 @@ func TestBuildIDCrafted(t *testing.T) {
 		maps = append(maps, testproc.MapSpec{Path: path})
 	}
 	p := testproc.StartT(t, testproc.Spec{Maps: maps})
-	b, err := synth.NewBPF(synth.Options{Pids: []int{p.Pid}})
+	// The iterator walk reads build IDs in BPF and leaves two files to
+	// userspace; the maple walk leaves every file new to the cache to
+	// userspace, which reads the three with a build ID from the files.
+	for walk, user := range map[string]int{synth.WalkIter: 2, synth.WalkMaple: 3} {
+		t.Run(walk, func(t *testing.T) { checkCrafted(t, p, dir, walk, user) })
+	}
+}
+
+func checkCrafted(t *testing.T, p *testproc.Proc, dir, walk string, user int) {
+	b, err := synth.NewBPF(synth.Options{Pids: []int{p.Pid}, Walk: walk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +179,8 @@ func TestBuildIDCrafted(t *testing.T) {
 			t.Errorf("%s: %v, want build id %s", name, got, good)
 		}
 	}
-	if st.BuildIDsUser != 2 {
-		t.Errorf("%d files read in userspace, want 2 (note-past-page, offset-only)", st.BuildIDsUser)
+	if st.BuildIDsUser != user {
+		t.Errorf("%d files read in userspace, want %d", st.BuildIDsUser, user)
 	}
 	for _, name := range []string{"no-build-id", "lying-descsz", "truncated-note", "huge-phnum"} {
 		got := byPath(keys, "/"+name+".so")

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
 
@@ -30,15 +31,19 @@ func (t *buildIDTable) add(rec []byte) {
 		return
 	}
 	n := int(rec[mmap2BuildIDSizeOff])
-	name := cstring(rec[mmap2FilenameOff:])
+	name := rec[mmap2FilenameOff:]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
 	if n > buildIDMax {
 		return
 	}
 	if t.ids == nil {
 		t.ids = make(map[string][]byte)
 	}
-	if _, ok := t.ids[name]; !ok {
-		t.ids[name] = slices.Clone(rec[mmap2BuildIDOff : mmap2BuildIDOff+n])
+	// The lookup converts without allocating; only a new name is copied.
+	if _, ok := t.ids[string(name)]; !ok {
+		t.ids[string(name)] = slices.Clone(rec[mmap2BuildIDOff : mmap2BuildIDOff+n])
 	}
 }
 

@@ -317,23 +317,11 @@ func TestDumpGoneProcess(t *testing.T) {
 func TestDumpHostMatchesProc(t *testing.T) {
 	testenv.Root(t)
 	testproc.StartT(t, everything)
-	pids, err := procfs.Pids()
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := map[int][]mapKey{}
-	for _, pid := range pids {
-		if keys, ok := tryProcKeys(pid, true); ok {
-			before[pid] = keys
-		}
-	}
+	before := hostKeys(t)
 	d := runDump(t, synth.Options{Data: true})
 	checked := 0
 	for pid, keys := range before {
-		after, ok := tryProcKeys(pid, true)
-		if !ok || !slices.Equal(keys, after) || pid == os.Getpid() {
-			// Exited or changed during the dump; this process maps
-			// the rings during the dump only.
+		if !unchanged(pid, keys) {
 			continue
 		}
 		checked++
@@ -345,6 +333,31 @@ func TestDumpHostMatchesProc(t *testing.T) {
 		t.Errorf("only %d of %d processes were stable enough to check", checked, len(before))
 	}
 	t.Logf("%d processes checked against /proc", checked)
+}
+
+// hostKeys reads the mappings of every process of the host that can be
+// read, by pid.
+func hostKeys(t *testing.T) map[int][]mapKey {
+	t.Helper()
+	pids, err := procfs.Pids()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[int][]mapKey{}
+	for _, pid := range pids {
+		if k, ok := tryProcKeys(pid, true); ok {
+			keys[pid] = k
+		}
+	}
+	return keys
+}
+
+// unchanged reports whether process pid still maps what keys say: it did
+// not exit or change since. This process does not count: it maps the
+// rings during dumps only.
+func unchanged(pid int, keys []mapKey) bool {
+	after, ok := tryProcKeys(pid, true)
+	return ok && slices.Equal(keys, after) && pid != os.Getpid()
 }
 
 // tryProcKeys reads every mapping of a process that may be gone or

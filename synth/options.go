@@ -23,6 +23,9 @@ type Options struct {
 	// mapping made while the dump runs may then be missed. Comparisons
 	// use it to measure what the side-band costs.
 	NoLive bool
+	// Walk is how the BPF method reads each process's VMAs: WalkMaple
+	// (the default, also for "") or WalkIter.
+	Walk string
 	// RingPages is the data size of each per-CPU ring, in pages: a power
 	// of two, at least MinRingPages; 0 means DefaultRingPages.
 	RingPages int
@@ -39,6 +42,11 @@ const DefaultSampleType = perfdata.SampleIP | perfdata.SampleTID | perfdata.Samp
 
 // check rejects options no method can honour.
 func (o *Options) check() error {
+	switch o.Walk {
+	case "", WalkMaple, WalkIter:
+	default:
+		return fmt.Errorf("unknown walk %q (want %s or %s)", o.Walk, WalkMaple, WalkIter)
+	}
 	if p := o.RingPages; p != 0 && (p < MinRingPages || p&(p-1) != 0) {
 		return fmt.Errorf("ring size %d pages: want a power of two >= %d", p, MinRingPages)
 	}
@@ -95,8 +103,15 @@ type Stats struct {
 	// Live are the live records written with the dump: what changed
 	// while it ran (the BPF method with its side-band).
 	Live    int
-	Skipped int           // requested processes that were gone
-	Reads   int           // paced reads of the iterators
+	Skipped int // requested processes that were gone
+	Reads   int // paced reads of the iterators
+	// WalksInvalid are processes whose maple walk did not hold (the
+	// process changed while it was read): they were read again with
+	// the task_vma iterator.
+	WalksInvalid int
+	// Resumed are maple walks that went on in another chunk: a process
+	// with more records than one object may put into the rings.
+	Resumed int
 	Elapsed time.Duration // wall time of the dump
 
 	FileMappings    int // MMAP2 records of file-backed mappings

@@ -24,11 +24,12 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
 		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
 		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
+		walk      = fs.String("walk", synth.WalkMaple, "bpf method: how to read each process's VMAs: `WALK` maple (lockless, validated) or iter (the task_vma iterator)")
 		noLive    = fs.Bool("no-live", false, "bpf method: dump without the live side-band (a mapping made meanwhile may be missed)")
 		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid]\n                  [--method auto|bpf|procmaps|procquery] [--threads N] [--ring-pages N] [--no-live]")
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -41,7 +42,7 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "synth dump: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages, NoLive: *noLive}
+	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages, NoLive: *noLive, Walk: *walk}
 	var err error
 	if opts.Pids, err = parsePids(*pids); err != nil {
 		fmt.Fprintf(stderr, "synth dump: --pid: %v\n", err)

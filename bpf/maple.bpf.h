@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * A lockless walk of a process's VMAs: the maple tree of mm->mm_mt
+ * (lib/maple_tree.c, include/linux/maple_tree.h), read under the RCU read
+ * lock that every non-sleepable iterator program runs under.
+ *
+ * mm trees are RCU-safe (MT_FLAGS_USE_RCU): nodes a writer replaces are
+ * freed after a grace period, and VMAs come from a SLAB_TYPESAFE_BY_RCU
+ * cache. A reader may still see a tree that a writer is changing, so
+ * every walk is validated before its records count:
+ *   - mm->mm_lock_seq, the mmap write lock's sequence count, is even
+ *     (not write-locked) and the same before and after the walk;
+ *   - every VMA's vm_mm is the mm, and addresses ascend;
+ *   - a walk that reached the end counted mm->map_count VMAs.
+ * A walk that fails is reported as such (SYNTH_WALK_INVALID) and
+ * userspace reads that process again with the task_vma iterator.
+ *
+ * Nodes are decoded as lib/maple_tree.c lays them out: an encoded node
+ * pointer carries its type in bits 3-6 and the node is 256-byte aligned
+ * (mt_mk_node(), mte_to_node()); the root pointer is tagged with
+ * MAPLE_ROOT_NODE;
+ * maple_range_64/maple_leaf_64 have 15 pivots and 16 slots, the last
+ * slot holding the metadata (end) when the node is not full;
+ * maple_arange_64 has 9 pivots, 10 slots, 10 gaps and the metadata.
+ * BTF does not say all of this, so maple_layout_ok() checks what it can
+ * (sizes and offsets, by CO-RE) and the walk is used only when it holds.
+ */
+#ifndef SYNTH_MAPLE_BPF_H
+#define SYNTH_MAPLE_BPF_H
+
+#define MW_DEPTH 8           /* a tree of 2^64 addresses is at most ~7 deep */
+#define MW_NODE_WORDS 32     /* 256-byte nodes */
+#define MW_NODE_MASK 0xffULL /* MAPLE_NODE_MASK */
+#define MW_TYPE_SHIFT 3      /* MAPLE_NODE_TYPE_SHIFT */
+#define MW_TYPE_MASK 0xf     /* MAPLE_NODE_TYPE_MASK */
+#define MW_LEAF_64 1         /* enum maple_type */
+#define MW_RANGE_64 2
+#define MW_ARANGE_64 3
+#define MW_MAX_STEPS (1 << 23) /* bpf_loop's limit */
+
+/* One level of the walk: a copy of the node, read once. */
+struct mw_frame {
+	__u64 node[MW_NODE_WORDS];
+	__u64 max; /* the highest address the node covers */
+	__u32 slot; /* next slot to visit */
+	__u32 end;  /* last slot in use */
+	__u32 type;
+	__u32 pad;
+};
+
+struct mw_state {
+	struct mw_frame f[MW_DEPTH];
+	/* The walk of one process (see struct walk in walk.bpf.h). */
+	__u64 mm;
+	__u64 now;      /* the time of its records */
+	__u64 prev_end; /* the end of the last VMA: addresses ascend */
+	__u64 count;    /* VMAs walked */
+	__u64 resume;   /* where the next chunk starts */
+	__u32 depth;    /* frame of the node being walked */
+	__u32 tgid, tid;
+	__u32 bytes;    /* put into the batch for this task */
+	__u32 status;   /* SYNTH_WALK_*, 0 while walking */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mw_state);
+} mw_scratch SEC(".maps");
+
+/* Whether this kernel's maple tree is laid out as the walk decodes it.
+ * Every term is a constant after CO-RE relocation. */
+static __always_inline bool maple_layout_ok(void)
+{
+	return bpf_core_type_exists(struct maple_range_64) &&
+	       bpf_core_type_exists(struct maple_arange_64) &&
+	       bpf_core_field_exists(struct mm_struct, mm_lock_seq) &&
+	       bpf_core_field_exists(struct mm_struct, mm_mt) &&
+	       bpf_core_type_size(struct maple_node) == 8 * MW_NODE_WORDS &&
+	       bpf_core_field_offset(struct maple_range_64, pivot) == 8 &&
+	       bpf_core_field_offset(struct maple_range_64, slot) == 128 &&
+	       bpf_core_field_offset(struct maple_arange_64, slot) == 80 &&
+	       bpf_core_field_offset(struct maple_arange_64, meta) == 240 &&
+	       bpf_core_enum_value_exists(enum maple_type, maple_arange_64) &&
+	       bpf_core_enum_value(enum maple_type, maple_leaf_64) == MW_LEAF_64 &&
+	       bpf_core_enum_value(enum maple_type, maple_range_64) == MW_RANGE_64 &&
+	       bpf_core_enum_value(enum maple_type, maple_arange_64) == MW_ARANGE_64;
+}
+
+/* A frame index the verifier can see is in range: the mask is done in
+ * asm, where clang cannot move it away from the access. */
+static __always_inline struct mw_frame *mw_frame(struct mw_state *w, __u32 d)
+{
+	asm volatile("%0 &= %1" : "+r"(d) : "i"(MW_DEPTH - 1));
+	return &w->f[d];
+}
+
+/* The slot and pivot words of a node copy. */
+static __always_inline __u64 mw_slot(struct mw_frame *f, __u32 i)
+{
+	__u32 base = f->type == MW_ARANGE_64 ? 10 : 16;
+
+	return f->node[(base + i) & (MW_NODE_WORDS - 1)];
+}
+
+static __always_inline __u64 mw_pivot(struct mw_frame *f, __u32 i)
+{
+	return f->node[(1 + i) & 15];
+}
+
+/* ma_data_end() of lib/maple_tree.c: the last slot in use. */
+static __always_inline __u32 mw_data_end(struct mw_frame *f)
+{
+	__u64 last;
+
+	if (f->type == MW_ARANGE_64)
+		return (__u8)f->node[30]; /* meta.end */
+	last = f->node[15];               /* pivot[14] */
+	if (!last)
+		return (__u8)f->node[31]; /* meta.end, in the last slot */
+	if (last == f->max)
+		return 14;
+	return 15;
+}
+
+/* Reads the node enode points to into frame d. Returns false when the
+ * entry is not a node this walk can decode. */
+static __always_inline bool mw_load(struct mw_state *w, __u32 d, __u64 enode, __u64 max)
+{
+	struct mw_frame *f;
+	__u32 type = (enode >> MW_TYPE_SHIFT) & MW_TYPE_MASK;
+
+	/* A child's encoding is node | type << 3 | MAPLE_ENODE_NULL; the
+	 * root's adds MAPLE_ROOT_NODE (2), checked by the caller. */
+	if (d >= MW_DEPTH || enode < 4096)
+		return false;
+	if (type != MW_LEAF_64 && type != MW_RANGE_64 && type != MW_ARANGE_64)
+		return false;
+	f = mw_frame(w, d);
+	if (bpf_probe_read_kernel(f->node, sizeof(f->node), (void *)(enode & ~MW_NODE_MASK)))
+		return false;
+	f->type = type;
+	f->max = max;
+	f->slot = 0;
+	f->end = mw_data_end(f);
+	return f->end <= (type == MW_ARANGE_64 ? 9 : 15);
+}
+
+/* The first slot of f whose range reaches addr. */
+static __always_inline __u32 mw_find(struct mw_frame *f, __u64 addr)
+{
+	__u32 s;
+
+	/* Unrolled, as is mw_seek's loop: 6.18's verifier trips over a
+	 * bounded loop here ("add backedge: no SCC"). */
+#pragma clang loop unroll(full)
+	for (s = 0; s < 15; s++) {
+		if (s >= f->end || mw_pivot(f, s) >= addr)
+			break;
+	}
+	return s;
+}
+
+/* Positions the walk at the first VMA that ends above addr: frames
+ * 0..depth hold the path from the root, each at the slot to visit next.
+ * Returns the depth of the leaf, or -1. */
+static __always_inline int mw_seek(struct mw_state *w, __u64 root, __u64 addr)
+{
+	__u32 d, s;
+	struct mw_frame *f;
+
+	if ((root & 3) != 2 || !mw_load(w, 0, root, ~0ULL)) /* xa_is_node() */
+		return -1;
+#pragma clang loop unroll(full)
+	for (d = 0; d < MW_DEPTH; d++) {
+		f = mw_frame(w, d);
+		s = mw_find(f, addr);
+		if (f->type == MW_LEAF_64) {
+			f->slot = s;
+			return d;
+		}
+		f->slot = s + 1;
+		if (!mw_load(w, d + 1, mw_slot(f, s), s < f->end ? mw_pivot(f, s) : f->max))
+			return -1;
+	}
+	return -1;
+}
+
+#endif /* SYNTH_MAPLE_BPF_H */

@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * dump_tasks (iter/task): the default dump, in one pass over the tasks.
+ * For each task it emits FORK (threads) and COMM; for the task that
+ * reports its process's VMAs it walks the maple tree (maple.bpf.h) and
+ * emits an MMAP2 record per VMA, then a struct synth_walk that says
+ * whether the walk holds.
+ *
+ * Output goes through one batch buffer, flushed into the CPU's ring with
+ * one bpf_perf_event_output() of about SYNTH_BATCH bytes; each flush
+ * writes its pacing bytes into the seq_file. The buffer is a plain array,
+ * not per CPU: one dump reads one iterator at a time, and the reading
+ * thread may move between CPUs from one task to the next. The last call
+ * of an iteration (task NULL) flushes what is left.
+ *
+ * One task may not put more than chunk_limit bytes into the rings: a
+ * process with more records stops at a VMA (SYNTH_WALK_MORE), and
+ * userspace runs the iterator again over that process alone, with
+ * resume_mode set, after draining the rings.
+ *
+ * Per file, the work is done once per run of VMAs of the same struct
+ * file: the key, the build-ID lookup, and the path. The path needs a
+ * VMA the verifier trusts, which the walk's are not: it is read from the
+ * open-coded task_vma iterator positioned at the VMA, which also checks
+ * that the VMA is still there with the same file.
+ */
+#ifndef SYNTH_WALK_BPF_H
+#define SYNTH_WALK_BPF_H
+
+#include "maple.bpf.h"
+
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+struct batch {
+	__u64 gen;  /* synth_gen the content belongs to */
+	__u64 seq;  /* emission order of the batch */
+	__u32 len;  /* bytes in buf */
+	__u32 nrec; /* records in buf */
+	/* A record starts below SYNTH_BATCH and is at most a whole
+	 * struct synth_mmap2 long: less than twice SYNTH_BATCH. */
+	__u8 buf[2 * SYNTH_BATCH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct batch);
+} batches SEC(".maps");
+
+/* The file of the last VMA that emitted, and what was found for it. */
+struct last_file {
+	__u64 file; /* struct file *, as a number; 0: none */
+	struct synth_file_key key;
+	struct synth_build_id id;
+	__u32 len; /* of path, with its NUL */
+	__u32 pad;
+	char path[SYNTH_PATH_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct last_file);
+} last_files SEC(".maps");
+
+/* tgid -> where its walk goes on, between chunks. */
+struct resume_at {
+	__u64 gen;
+	__u64 addr;
+	__u64 count; /* VMAs walked by the chunks before */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct resume_at);
+} resumes SEC(".maps");
+
+/* Set by userspace. */
+volatile __u32 chunk_limit = 1 << 16; /* ring bytes one task may emit */
+volatile __u32 resume_mode;           /* walk VMAs only: no COMM, no FORK */
+volatile __u32 fail_tgid;             /* tests: this process's walk fails */
+
+/* Read by userspace: walks that failed validation. */
+__u64 walks_invalid;
+
+/* For bpf2go: emit struct synth_walk into BTF, for the Go side's layout. */
+const struct synth_walk *unused_synth_walk __attribute__((unused));
+
+static __always_inline struct batch *batch_get(void)
+{
+	__u32 zero = 0;
+	struct batch *b = bpf_map_lookup_elem(&batches, &zero);
+
+	if (b && b->gen != synth_gen) {
+		/* Left over from a dump that was stopped. */
+		b->gen = synth_gen;
+		b->len = 0;
+		b->nrec = 0;
+	}
+	return b;
+}
+
+/* Where the next record goes; b->len < SYNTH_BATCH always holds here. */
+static __always_inline void *batch_at(struct batch *b)
+{
+	return &b->buf[b->len & (SYNTH_BATCH - 1)];
+}
+
+static __always_inline void batch_flush(void *ctx, struct seq_file *seq, struct batch *b)
+{
+	__u32 n = b->len, pace_n;
+
+	if (!n)
+		return;
+	n &= sizeof(b->buf) - 1; /* a no-op the verifier can see */
+	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, b->buf, n) < 0) {
+		__sync_fetch_and_add(&synth_lost, b->nrec);
+	} else {
+		pace_n = (n + SYNTH_SAMPLE_OVERHEAD + SYNTH_PACE_UNIT - 1) / SYNTH_PACE_UNIT;
+		if (pace_n > sizeof(pace))
+			pace_n = sizeof(pace);
+		bpf_seq_write(seq, pace, pace_n);
+	}
+	b->len = 0;
+	b->nrec = 0;
+}
+
+/* Closes the record of size bytes at batch_at(b), synth_hdr included. */
+static __always_inline void batch_commit(void *ctx, struct seq_file *seq, struct batch *b,
+					 struct synth_hdr *h, __u64 now, __u32 size)
+{
+	if (!b->nrec)
+		b->seq = __sync_fetch_and_add(&synth_seq, 1);
+	h->gen = synth_gen;
+	h->seq = b->seq;
+	h->time = now;
+	b->len += size;
+	b->nrec++;
+	if (b->len >= SYNTH_BATCH)
+		batch_flush(ctx, seq, b);
+}
+
+/* What the walk's steps share: pointers on the stack; the state that
+ * changes from step to step lives in the map value (struct mw_state),
+ * where the verifier does not track it value by value, so that the
+ * bpf_loop callback's states converge. */
+struct walk {
+	void *ctx;
+	struct seq_file *seq;
+	struct task_struct *task;
+	struct mw_state *w;
+	struct batch *b; /* NULL: only walk (the floor) */
+	struct last_file *lf;
+};
+
+#define __arg_trusted __attribute__((btf_decl_tag("arg:trusted")))
+
+/* Reads the path of the file of the VMA at start from a VMA the
+ * verifier trusts, into lf->path, and checks that it is still the walk's
+ * file. A global function: verified once, not at every place the walk
+ * may reach it. */
+__noinline long walk_path(struct task_struct *task __arg_trusted, __u64 start, __u64 file,
+			  struct last_file *lf)
+{
+	struct bpf_iter_task_vma it;
+	struct vm_area_struct *v;
+	long n = -1;
+
+	if (!lf)
+		return -1;
+	/* A loop, though it stops at the first VMA at or after start:
+	 * 6.18's verifier wants every iterator's next() in one. */
+	bpf_iter_task_vma_new(&it, task, start);
+	while ((v = bpf_iter_task_vma_next(&it))) {
+		if (v->vm_start < start)
+			continue; /* covers start: the walk's VMA is gone */
+		if (v->vm_start == start && (__u64)v->vm_file == file && v->vm_file)
+			n = bpf_d_path((struct path *)&v->vm_file->f_path, lf->path,
+				       sizeof(lf->path));
+		break;
+	}
+	bpf_iter_task_vma_destroy(&it);
+	return n;
+}
+
+/* Looks up what a new file needs once: key, build ID, path. */
+static __always_inline bool walk_file(struct walk *c, struct vm_area_struct *vma, __u64 file)
+{
+	struct last_file *lf = c->lf;
+	struct synth_build_id *id;
+	long n;
+
+	file_key((struct file *)file, &lf->key);
+	lf->id.size = 0;
+	if (synth_flags & SYNTH_CFG_BUILDID) {
+		id = bpf_map_lookup_elem(&build_ids, &lf->key);
+		if (id)
+			lf->id = *id;
+		else
+			/* Read in userspace, from the file, after the walk. */
+			pend(&lf->key, c->w->tgid, vma->vm_start, vma->vm_end, SYNTH_PEND_NEW);
+	}
+	n = walk_path(c->task, vma->vm_start, file, lf);
+	if (n <= 0 || n > SYNTH_PATH_MAX) {
+		lf->file = 0;
+		return false;
+	}
+	lf->len = n;
+	lf->file = file;
+	return true;
+}
+
+/* Emits the MMAP2 record of one walked VMA. Returns false when the
+ * process must be read again. */
+static __always_inline bool walk_emit(struct walk *c, struct vm_area_struct *vma, __u64 vmf)
+{
+	struct synth_mmap2 *r = batch_at(c->b);
+	struct last_file *lf = c->lf;
+	__u64 file = 0;
+	__u32 n;
+
+	/* As a number: the walk's pointers are not the verifier's to trust. */
+	bpf_probe_read_kernel(&file, sizeof(file), &vma->vm_file);
+
+	fill_vma(r, c->w->tgid, c->w->tid, vma->vm_start, vma->vm_end, vmf);
+	if (file) {
+		if (file != lf->file && !walk_file(c, vma, file))
+			return false;
+		r->pgoff = vma->vm_pgoff << PAGE_SHIFT;
+		fill_ident(r, &lf->key, &lf->id);
+		n = lf->len & (SYNTH_PATH_MAX - 1);
+		if (!n)
+			return false;
+		bpf_probe_read_kernel(r->filename, n, lf->path);
+	} else {
+		r->u.f.maj = r->u.f.min = 0;
+		r->u.f.ino = r->u.f.ino_generation = 0;
+		r->pgoff = 0;
+		n = anon_name(vma, r->filename);
+	}
+	n = finish_mmap2(r, n);
+	c->w->bytes += n;
+	batch_commit(c->ctx, c->seq, c->b, &r->h, c->w->now, n);
+	return true;
+}
+
+/* Visits the VMA in a leaf slot. Returns 1 to end the walk. */
+static __always_inline long walk_one(struct walk *c, __u64 entry)
+{
+	struct vm_area_struct *vma;
+	__u64 start, end, vmf;
+
+	if (entry & 7) { /* a reserved entry, not a VMA */
+		c->w->status = SYNTH_WALK_INVALID;
+		return 1;
+	}
+	vma = bpf_rdonly_cast((void *)entry, bpf_core_type_id_kernel(struct vm_area_struct));
+	start = vma->vm_start;
+	end = vma->vm_end;
+	if ((__u64)vma->vm_mm != c->w->mm || start < c->w->prev_end || end <= start) {
+		c->w->status = SYNTH_WALK_INVALID;
+		return 1;
+	}
+	vmf = vma->vm_flags;
+	if (c->b && ((vmf & VM_EXEC) || (synth_flags & SYNTH_CFG_DATA))) {
+		if (c->w->bytes + sizeof(struct synth_mmap2) + sizeof(struct synth_walk) > chunk_limit) {
+			c->w->status = SYNTH_WALK_MORE;
+			c->w->resume = start;
+			return 1;
+		}
+		if (!walk_emit(c, vma, vmf)) {
+			c->w->status = SYNTH_WALK_INVALID;
+			return 1;
+		}
+	}
+	c->w->prev_end = end;
+	c->w->count++;
+	return 0;
+}
+
+/* One step of the walk: a slot of the current node. */
+static long walk_step(__u64 i, struct walk *c)
+{
+	struct mw_frame *f = mw_frame(c->w, c->w->depth);
+	__u32 s;
+	__u64 entry;
+
+	if (f->slot > f->end) {
+		if (!c->w->depth) {
+			c->w->status = SYNTH_WALK_DONE;
+			return 1;
+		}
+		c->w->depth--;
+		return 0;
+	}
+	s = f->slot++;
+	entry = mw_slot(f, s);
+	if (f->type == MW_LEAF_64)
+		return entry ? walk_one(c, entry) : 0;
+	if (!mw_load(c->w, c->w->depth + 1, entry, s < f->end ? mw_pivot(f, s) : f->max)) {
+		c->w->status = SYNTH_WALK_INVALID;
+		return 1;
+	}
+	c->w->depth++;
+	return 0;
+}
+
+static __always_inline __u32 lock_seq(struct mm_struct *mm)
+{
+	return *(volatile __u32 *)&mm->mm_lock_seq.sequence;
+}
+
+/* Walks the VMAs of task's process, from where an earlier chunk stopped
+ * in resume mode, and emits the closing struct synth_walk. */
+static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
+{
+	struct resume_at *ra = NULL, next = {};
+	struct synth_walk *m;
+	__u32 seq1, seq2;
+	__u64 before = 0, root;
+	int d;
+
+	if (resume_mode) {
+		ra = bpf_map_lookup_elem(&resumes, &c->w->tgid);
+		if (!ra || ra->gen != synth_gen)
+			return;
+		c->w->prev_end = ra->addr;
+		before = ra->count;
+	}
+	c->lf->file = 0;
+	c->w->mm = (__u64)mm;
+	seq1 = lock_seq(mm);
+	c->w->now = bpf_ktime_get_ns();
+	c->w->status = SYNTH_WALK_INVALID;
+	root = (__u64)mm->mm_mt.ma_root;
+	if (!maple_layout_ok() || (seq1 & 1)) {
+		/* no walk: read it with the iterator */
+	} else if (!root) {
+		c->w->status = SYNTH_WALK_DONE;
+	} else {
+		d = mw_seek(c->w, root, c->w->prev_end);
+		if (d >= 0) {
+			c->w->depth = d;
+			c->w->status = 0;
+			bpf_loop(MW_MAX_STEPS, walk_step, c, 0);
+		}
+	}
+	seq2 = lock_seq(mm);
+	c->w->count += before;
+	if (seq1 != seq2 || !c->w->status || c->w->tgid == fail_tgid)
+		c->w->status = SYNTH_WALK_INVALID;
+	if (c->w->status == SYNTH_WALK_DONE && c->w->count != mm->map_count)
+		c->w->status = SYNTH_WALK_INVALID;
+	if (c->w->status == SYNTH_WALK_INVALID)
+		__sync_fetch_and_add(&walks_invalid, 1);
+	if (!c->b) /* the floor */
+		return;
+	if (c->w->status == SYNTH_WALK_MORE) {
+		next.gen = synth_gen;
+		next.addr = c->w->resume;
+		next.count = c->w->count;
+		bpf_map_update_elem(&resumes, &c->w->tgid, &next, BPF_ANY);
+	} else if (ra) {
+		bpf_map_delete_elem(&resumes, &c->w->tgid);
+	}
+	m = batch_at(c->b);
+	m->header.type = SYNTH_RECORD_WALK;
+	m->header.misc = 0;
+	m->header.size = sizeof(*m) - sizeof(m->h);
+	m->pid = c->w->tgid;
+	m->tid = c->w->tid;
+	m->status = c->w->status;
+	m->pad = 0;
+	m->count = c->w->count;
+	m->map_count = mm->map_count;
+	m->resume = c->w->resume;
+	batch_commit(c->ctx, c->seq, c->b, &m->h, c->w->now, sizeof(*m));
+}
+
+/* FORK for a thread (perf's convention: the main thread spawned every
+ * thread) and COMM, into the batch. */
+static __always_inline void walk_task_records(struct walk *c, struct task_struct *task)
+{
+	struct synth_comm *cm;
+	struct synth_fork *f;
+	long n;
+
+	if (c->w->tid != c->w->tgid) {
+		f = batch_at(c->b);
+		f->header.type = SYNTH_RECORD_FORK;
+		f->header.misc = 0;
+		f->header.size = sizeof(struct perf_event_header) + 24;
+		f->pid = f->ppid = f->ptid = c->w->tgid;
+		f->tid = c->w->tid;
+		f->time = 0;
+		batch_commit(c->ctx, c->seq, c->b, &f->h, c->w->now, sizeof(*f));
+	}
+	cm = batch_at(c->b);
+	__builtin_memset(cm->comm, 0, sizeof(cm->comm));
+	n = bpf_probe_read_kernel_str(cm->comm, sizeof(cm->comm), task->comm);
+	if (n <= 0)
+		n = 1;
+	n = (n + 7) & ~7;
+	if (n > SYNTH_COMM_LEN)
+		n = SYNTH_COMM_LEN;
+	cm->header.type = SYNTH_RECORD_COMM;
+	cm->header.misc = 0;
+	cm->header.size = sizeof(struct perf_event_header) + 8 + n;
+	cm->pid = c->w->tgid;
+	cm->tid = c->w->tid;
+	batch_commit(c->ctx, c->seq, c->b, &cm->h, c->w->now,
+		     sizeof(struct synth_hdr) + sizeof(struct perf_event_header) + 8 + n);
+}
+
+/* Sets up the walk state of task; false when the maps are missing. */
+static __always_inline bool walk_init(struct walk *c, struct task_struct *task)
+{
+	__u32 zero = 0;
+	struct mw_state *w = bpf_map_lookup_elem(&mw_scratch, &zero);
+
+	c->lf = bpf_map_lookup_elem(&last_files, &zero);
+	if (!w || !c->lf)
+		return false;
+	c->w = w;
+	c->task = task;
+	w->tgid = task->tgid;
+	w->tid = task->pid;
+	w->now = bpf_ktime_get_ns();
+	w->bytes = 0;
+	w->prev_end = 0;
+	w->count = 0;
+	w->resume = 0;
+	w->status = 0;
+	return true;
+}
+
+SEC("iter/task")
+int dump_tasks(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct walk c = { .ctx = ctx, .seq = ctx->meta->seq };
+	struct mm_struct *mm;
+
+	c.b = batch_get();
+	if (!c.b)
+		return 0;
+	if (!task) { /* the end of the iteration */
+		batch_flush(ctx, c.seq, c.b);
+		return 0;
+	}
+	if (!walk_init(&c, task))
+		return 0;
+	if (!resume_mode)
+		walk_task_records(&c, task);
+	mm = task->mm;
+	if (mm && reports_vmas(task))
+		walk_process(&c, mm);
+	return 0;
+}
+
+/* The floor of the maple walk: walk and validate every process, emit
+ * nothing. Counts the VMAs in walked. */
+SEC("iter/task")
+int walk_maple(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct walk c = { .ctx = ctx, .seq = ctx->meta->seq };
+	struct mm_struct *mm;
+
+	if (!task || task->pid != task->tgid)
+		return 0;
+	mm = task->mm;
+	if (!mm || !walk_init(&c, task))
+		return 0;
+	walk_process(&c, mm);
+	if (c.w->status == SYNTH_WALK_DONE)
+		__sync_fetch_and_add(&walked, c.w->count);
+	return 0;
+}
+
+#endif /* SYNTH_WALK_BPF_H */

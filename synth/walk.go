@@ -1,0 +1,270 @@
+package synth
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// Walks: how the BPF method reads each process's VMAs.
+const (
+	// WalkMaple reads each process's maple tree under RCU from one task
+	// iterator, and validates every walk; a process whose walk does not
+	// hold is read again with the iterator. The default.
+	WalkMaple = "maple"
+	// WalkIter reads every process with the kernel's task_vma
+	// iterator, and build IDs with a second, sleepable walk.
+	WalkIter = "iter"
+)
+
+// Mirrors of bpf/synth.h.
+const (
+	recordWalk      = 0x5e00 // SYNTH_RECORD_WALK
+	walkDone        = 1      // SYNTH_WALK_DONE
+	walkMore        = 2      // SYNTH_WALK_MORE
+	walkInvalid     = 3      // SYNTH_WALK_INVALID
+	synthBatchBytes = 8192   // SYNTH_BATCH
+)
+
+// walkLimits splits half a ring between the two things one paced read
+// may put into it: the records of the objects before the read's budget
+// ran out (budget pacing bytes' worth), and the last object's, which is
+// at most a chunk plus the batch it found not yet flushed (less than two
+// SYNTH_BATCH). A chunk's pacing bytes must also fit in the iterator's
+// 32 KiB seq_file next to the budget, or the kernel would replay the
+// object, and the program emit it twice.
+func walkLimits(ringBytes int) (chunk uint32, budget int) {
+	half := ringBytes / 2
+	budget = min(half/4/paceUnit, 16<<10)
+	c := half - budget*paceUnit - 2*synthBatchBytes
+	return uint32(min(c, 512<<10)), budget
+}
+
+// walkHold keeps the MMAP2 records of the maple walk per process until
+// the process's walk is known to hold, and until their build IDs are
+// known. Records are copied into fixed blocks, reused from dump to dump,
+// so that holding a large dump moves no memory around.
+type walkHold struct {
+	d        *dump
+	blocks   [][]byte
+	used     int // blocks in use; the last one is being filled
+	procs    map[uint32][]holdLoc
+	resume   []int // processes whose walk goes on in another chunk
+	fallback []int // processes to read again with the iterator
+	invalid  int
+}
+
+// holdBlock is the size of a block of held records.
+const holdBlock = 1 << 20
+
+// A record is at most a whole struct synth_mmap2 long.
+var _ = [holdBlock - maxRecordBytes]struct{}{}
+
+// holdLoc is where a held record is: a block and a range in it.
+type holdLoc struct {
+	blk    int32
+	off, n uint32
+}
+
+func newWalkHold() *walkHold {
+	return &walkHold{procs: make(map[uint32][]holdLoc)}
+}
+
+// reset empties the hold for the dump d, keeping its blocks.
+func (h *walkHold) reset(d *dump) {
+	h.d, h.used, h.invalid = d, 0, 0
+	h.resume, h.fallback = h.resume[:0], h.fallback[:0]
+	clear(h.procs)
+	if len(h.blocks) > 0 {
+		h.blocks[0] = h.blocks[0][:0]
+		h.used = 1
+	}
+}
+
+func (h *walkHold) bytes(l holdLoc) []byte { return h.blocks[l.blk][l.off : l.off+l.n] }
+
+// add takes a record of dump_tasks, in emission order.
+func (h *walkHold) add(rec []byte) error {
+	switch recType(rec) {
+	case perfdata.RecordComm, perfdata.RecordFork:
+		return h.d.addTask(rec)
+	case perfdata.RecordMmap2:
+		h.keep(rec)
+	case recordWalk:
+		return h.end(rec)
+	}
+	return nil
+}
+
+func (h *walkHold) keep(rec []byte) {
+	if h.used == 0 || len(h.blocks[h.used-1])+len(rec) > holdBlock {
+		if h.used == len(h.blocks) {
+			h.blocks = append(h.blocks, make([]byte, 0, holdBlock))
+		}
+		h.blocks[h.used] = h.blocks[h.used][:0]
+		h.used++
+	}
+	b := &h.blocks[h.used-1]
+	pid := recPid(rec)
+	h.procs[pid] = append(h.procs[pid], holdLoc{int32(h.used - 1), uint32(len(*b)), uint32(len(rec))})
+	*b = append(*b, rec...)
+}
+
+// synthWalk mirrors struct synth_walk after its synth_hdr.
+type synthWalk = synthbpf.SynthSynthWalk
+
+// end takes the record that closes a process's walk, or a chunk of it.
+func (h *walkHold) end(rec []byte) error {
+	const hdr = int(hdrSize)
+	if len(rec) < binary.Size(synthWalk{})-hdr {
+		return fmt.Errorf("walk record of %d bytes", len(rec))
+	}
+	pid := recPid(rec)
+	switch status := binary.NativeEndian.Uint32(rec[16:]); status {
+	case walkDone:
+	case walkMore:
+		h.resume = append(h.resume, int(pid))
+		h.d.stats.Resumed++
+	case walkInvalid:
+		// Nothing of the walk counts: read the whole process again.
+		delete(h.procs, pid)
+		h.fallback = append(h.fallback, int(pid))
+		h.invalid++
+	default:
+		return fmt.Errorf("walk record of pid %d: status %d", pid, status)
+	}
+	return nil
+}
+
+// addFallback takes a record of the task_vma iterator run over a process
+// whose walk did not hold. Its COMM records repeat what the walk's task
+// pass wrote.
+func (h *walkHold) addFallback(rec []byte) error {
+	if recType(rec) == perfdata.RecordMmap2 {
+		h.keep(rec)
+	}
+	return nil
+}
+
+// setBuildIDs rewrites the held MMAP2 records of files whose build ID
+// userspace read after the walk into the build-ID form.
+func (h *walkHold) setBuildIDs(ids map[fileIdent][]byte) {
+	if len(ids) == 0 {
+		return
+	}
+	le := binary.NativeEndian
+	for _, locs := range h.procs {
+		for _, l := range locs {
+			rec := h.bytes(l)
+			if le.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0 {
+				continue
+			}
+			id, ok := ids[identOf(rec)]
+			if !ok {
+				continue
+			}
+			le.PutUint16(rec[4:], le.Uint16(rec[4:])|perfdata.MiscMmapBuildID)
+			clear(rec[mmap2BuildIDSizeOff : mmap2FilenameOff-8])
+			rec[mmap2BuildIDSizeOff] = byte(len(id))
+			copy(rec[mmap2BuildIDOff:], id)
+		}
+	}
+}
+
+// flush hands the held records to the dump, process by process in
+// ascending pid order, as perf orders them.
+func (h *walkHold) flush() error {
+	pids := make([]uint32, 0, len(h.procs))
+	for pid := range h.procs {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	for _, pid := range pids {
+		for _, l := range h.procs[pid] {
+			if err := h.d.addVMA(h.bytes(l)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fileIdent is a file as an MMAP2 record of the maj/min/ino form names
+// it.
+type fileIdent struct {
+	maj, min uint32
+	ino, gen uint64
+}
+
+func identOf(rec []byte) fileIdent {
+	le := binary.NativeEndian
+	return fileIdent{maj: le.Uint32(rec[40:]), min: le.Uint32(rec[44:]),
+		ino: le.Uint64(rec[48:]), gen: le.Uint64(rec[56:])}
+}
+
+func identOfKey(k *synthbpf.SynthSynthFileKey) fileIdent {
+	return fileIdent{maj: k.Dev >> 20, min: k.Dev & (1<<20 - 1), ino: k.Ino, gen: uint64(k.Generation)}
+}
+
+// dumpMaple is one dump with the maple walk: one pass of dump_tasks over
+// the tasks, more chunks for processes too large for one, the iterator
+// for processes whose walk did not hold, then the build IDs of files new
+// to the cache, read in userspace from the files.
+func (b *BPF) dumpMaple(ctx context.Context, d *dump) error {
+	if b.hold == nil {
+		b.hold = newWalkHold()
+	}
+	h := b.hold
+	h.reset(d)
+	if err := b.pass(ctx, d, b.objs.DumpTasks, b.opts.Pids, h.add); err != nil {
+		return err
+	}
+	d.tasksDone(b.opts.Pids)
+	if err := b.resumeWalks(ctx, d, h); err != nil {
+		return err
+	}
+	d.stats.WalksInvalid = h.invalid
+	if len(h.fallback) > 0 {
+		if err := b.passEach(ctx, d, b.objs.DumpVma, h.fallback, h.addFallback); err != nil {
+			return err
+		}
+	}
+	if !b.opts.NoBuildID {
+		ids, err := b.resolvePending(d)
+		if err != nil {
+			return err
+		}
+		h.setBuildIDs(ids)
+		if err := b.countCache(d); err != nil {
+			return err
+		}
+	}
+	if err := h.flush(); err != nil {
+		return err
+	}
+	return d.finish()
+}
+
+// resumeWalks runs dump_tasks again, in resume mode, over each process
+// whose walk stopped at the chunk limit, until every walk has ended.
+func (b *BPF) resumeWalks(ctx context.Context, d *dump, h *walkHold) error {
+	if len(h.resume) == 0 {
+		return nil
+	}
+	if err := b.objs.ResumeMode.Set(uint32(1)); err != nil {
+		return fmt.Errorf("set resume mode: %w", err)
+	}
+	defer b.objs.ResumeMode.Set(uint32(0))
+	for len(h.resume) > 0 {
+		pids := h.resume
+		h.resume = nil
+		if err := b.passEach(ctx, d, b.objs.DumpTasks, pids, h.add); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package synth_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
+	"github.com/synth-dev/synth/synth"
+)
+
+// The maple walk and the task_vma iterator give the same records: for a
+// test process with every kind of mapping, and for every process of the
+// host whose maps do not change meanwhile.
+func TestWalksAgree(t *testing.T) {
+	testenv.Root(t)
+	p := testproc.StartT(t, everything)
+	before := hostKeys(t)
+	maple := runDump(t, synth.Options{Data: true, Walk: synth.WalkMaple})
+	iter := runDump(t, synth.Options{Data: true, Walk: synth.WalkIter})
+	checkProc(t, p, maple, true)
+	checkProc(t, p, iter, true)
+	if n := maple.stats.WalksInvalid; n > maple.stats.Processes/4 {
+		t.Errorf("%d of %d walks did not hold: the maple walk is not what read the host", n, maple.stats.Processes)
+	}
+	checked := 0
+	for pid, keys := range before {
+		if !unchanged(pid, keys) {
+			continue
+		}
+		checked++
+		if diff := sameMaps(iter.of(pid), maple.of(pid)); len(diff) > 0 {
+			t.Errorf("pid %d: the walks differ (want: iterator, got: maple):\n%s",
+				pid, strings.Join(diff[:min(len(diff), 10)], "\n"))
+		}
+	}
+	if checked < len(before)/2 || checked < 3 {
+		t.Errorf("only %d of %d processes were stable enough to compare", checked, len(before))
+	}
+	t.Logf("%d processes compared; maple: %+v", checked, maple.stats)
+}
+
+// A walk that fails validation is thrown away and the process is read
+// again with the iterator: the dump stays exact, and says so.
+func TestWalkFallback(t *testing.T) {
+	testenv.Root(t)
+	p := testproc.StartT(t, everything)
+	for _, pages := range []int{0, synth.MinRingPages} {
+		t.Run(fmt.Sprintf("ring-pages=%d", pages), func(t *testing.T) {
+			b, err := synth.NewBPF(synth.Options{Pids: []int{p.Pid}, Data: true, RingPages: pages})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if err := synth.FailWalk(b, p.Pid); err != nil {
+				t.Fatal(err)
+			}
+			d := &dumped{comms: map[uint32]string{}, forks: map[uint32]uint32{}}
+			d.stats, err = b.Dump(context.Background(), func(rec []byte) error {
+				return d.add(rec, synth.DefaultSampleType)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.stats.WalksInvalid != 1 {
+				t.Errorf("%d walks failed, want 1", d.stats.WalksInvalid)
+			}
+			checkProc(t, p, d, true)
+		})
+	}
+}
+
+// A process with more records than one object may put into the rings is
+// walked in chunks; with the smallest rings the test process takes
+// several, and comes out whole.
+func TestWalkChunks(t *testing.T) {
+	testenv.Root(t)
+	p := testproc.StartT(t, everything)
+	d := runDump(t, synth.Options{Pids: []int{p.Pid}, Data: true, RingPages: synth.MinRingPages})
+	if d.stats.Resumed < 2 {
+		t.Errorf("the walk went on %d times, want several with %d-page rings", d.stats.Resumed, synth.MinRingPages)
+	}
+	checkProc(t, p, d, true)
+}
