@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -82,13 +83,15 @@ func (s *Session) popLive(rec *Record, upTo uint64) bool {
 // readDump returns the next synthesized record of the running dump, or
 // its end.
 func (s *Session) readDump(rec *Record) error {
-	if raw, ok := s.next(); ok {
+	if !s.dumpRan {
+		s.runDump()
+	}
+	if raw, ok := s.dumpBuf.pop(); ok {
 		*rec = Record{Kind: KindSynthesized, Gen: s.b.gen, Raw: raw}
 		s.stats.Synthesized++
 		return nil
 	}
-	s.stop()
-	s.next, s.stop, s.inDump = nil, nil, false
+	s.inDump = false
 	s.stats.Duplicates += uint64(s.last.Duplicates)
 	s.stats.Stale += uint64(s.last.Stale)
 	s.stats.Lost += s.last.Lost
@@ -100,6 +103,23 @@ func (s *Session) readDump(rec *Record) error {
 	s.stats.Dumps++
 	*rec = Record{Kind: KindDumpEnd, Gen: s.b.gen}
 	return nil
+}
+
+// runDump runs the dump Dump asked for, into dumpBuf. Close stops it.
+func (s *Session) runDump() {
+	ctx, cancel := context.WithCancel(s.dumpCtx)
+	s.cancelMu.Lock()
+	s.cancel = cancel
+	s.cancelMu.Unlock()
+	defer func() {
+		s.cancelMu.Lock()
+		s.cancel = nil
+		s.cancelMu.Unlock()
+		cancel()
+	}()
+	s.dumpBuf.reset()
+	s.dumpRan = true
+	s.last, s.dumpErr = s.b.Dump(ctx, s.dumpBuf.add)
 }
 
 func (s *Session) count(rec *Record) {

@@ -46,7 +46,6 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 		}
 		if rec.Kind == KindSynthesized {
 			if err := emit(rec.Raw); err != nil {
-				m.s.Close() // stops the dump
 				return m.s.LastDump(), err
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -23,7 +22,6 @@ var (
 	// ErrDumpRunning is returned by Dump while the previous dump's
 	// records have not all been read.
 	ErrDumpRunning = errors.New("a dump is still being read")
-	errStopped     = errors.New("dump stopped")
 )
 
 // SessionOptions configure a Session. The zero value streams the live
@@ -115,12 +113,17 @@ type Session struct {
 	flushing bool         // ReadInto is returning what a Flush found
 	flushAt  uint64       // and the time of that Flush
 
-	// The dump being read.
-	next     func() ([]byte, bool)
-	stop     func()
+	// The dump being read: Dump asks for it, the first ReadInto runs it
+	// into dumpBuf, and ReadInto hands out its records from there, a
+	// slice each: no copy, no goroutine switch per record.
+	dumpCtx  context.Context
+	dumpRan  bool
+	dumpBuf  recordBuf
 	last     Stats
 	dumpErr  error
 	inDump   bool
+	cancelMu sync.Mutex
+	cancel   context.CancelFunc // stops the dump running, for Close
 	live     liveQueue
 	tracked  map[uint32]struct{} // nil: every process
 	ready    uint64              // records up to this time may be returned
@@ -224,16 +227,7 @@ func (s *Session) Dump(ctx context.Context) error {
 	if s.inDump {
 		return ErrDumpRunning
 	}
-	seq := func(yield func([]byte) bool) {
-		s.last, s.dumpErr = s.b.Dump(ctx, func(rec []byte) error {
-			if !yield(rec) {
-				return errStopped
-			}
-			return nil
-		})
-	}
-	s.next, s.stop = iter.Pull(seq)
-	s.inDump = true
+	s.dumpCtx, s.dumpRan, s.inDump = ctx, false, true
 	return nil
 }
 
@@ -287,18 +281,45 @@ func (s *Session) Close() error {
 		return nil
 	}
 	s.interrupt()
+	s.cancelMu.Lock()
+	if s.cancel != nil {
+		s.cancel() // a dump that ReadInto runs stops at its next read
+	}
+	s.cancelMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stop != nil {
-		s.stop()
-		s.next, s.stop = nil, nil
-	}
 	err := s.b.Close()
 	s.wakeMu.Lock()
 	unix.Close(s.wake)
 	s.wake = -1
 	s.wakeMu.Unlock()
 	return err
+}
+
+// recordBuf holds records back to back, and where each starts.
+type recordBuf struct {
+	arena []byte
+	offs  []int // start of each record; the last entry is the end
+	next  int   // the next record to hand out
+}
+
+func (b *recordBuf) reset() {
+	b.arena, b.offs, b.next = b.arena[:0], append(b.offs[:0], 0), 0
+}
+
+func (b *recordBuf) add(rec []byte) error {
+	b.arena = append(b.arena, rec...)
+	b.offs = append(b.offs, len(b.arena))
+	return nil
+}
+
+// pop returns the next record, valid until the next reset.
+func (b *recordBuf) pop() ([]byte, bool) {
+	if b.next+1 >= len(b.offs) {
+		return nil, false
+	}
+	b.next++
+	return b.arena[b.offs[b.next-1]:b.offs[b.next]], true
 }
 
 // Type returns the PERF_RECORD_* type of the record; 0 for KindDumpEnd.
