@@ -136,22 +136,66 @@ func (b *BPF) Close() error {
 // maps, then for each process its threads' FORK and COMM records and its
 // MMAP2 records. rec is only valid during the call.
 func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
+	r, err := b.startDump(ctx, emit)
+	for err == nil && !r.done {
+		err = r.write(0)
+	}
+	if r == nil {
+		return Stats{}, err
+	}
+	return r.stats(), err
+}
+
+// dumpRun is one dump of the BPF method, in two phases: startDump reads
+// the host (the maple walk's records are held), then write hands the held
+// records to emit a part at a time. A Session writes the next part when
+// its reader has taken the last, so it never holds a whole dump twice.
+type dumpRun struct {
+	b           *BPF
+	d           *dump
+	dups, stale int // the deduper's counts when the dump began
+	done        bool
+}
+
+func (b *BPF) startDump(ctx context.Context, emit func(rec []byte) error) (*dumpRun, error) {
 	if b.rings == nil {
-		return Stats{}, os.ErrClosed
+		return nil, os.ErrClosed
 	}
 	d := newDump(b.opts, emit, b.gate)
 	d.ident = b.ident
 	d.stats.Method = "bpf"
 	b.gen++
 	b.dd.begin(b.gen, monotonicNow())
-	dups, stale := b.dd.Duplicates, b.dd.Stale
-	err := b.dump(ctx, d)
+	r := &dumpRun{b: b, d: d, dups: b.dd.Duplicates, stale: b.dd.Stale}
+	err := b.read(ctx, d)
+	// A live record after the read cannot precede a synthesized one.
 	b.dd.end()
-	d.stats.Duplicates, d.stats.Stale = b.dd.Duplicates-dups, b.dd.Stale-stale
-	return d.finishStats(), err
+	// The iterator walk writes as it reads.
+	r.done = err != nil || b.opts.Walk == WalkIter
+	return r, err
 }
 
-func (b *BPF) dump(ctx context.Context, d *dump) error {
+// write hands the held records to emit, about limit bytes of them (0:
+// all), in perf's order; after the last, it closes the dump.
+func (r *dumpRun) write(limit int) error {
+	done, err := r.b.hold.flushSome(limit)
+	if err == nil && done {
+		err = r.d.finish()
+		done = true
+	}
+	r.done = done || err != nil
+	return err
+}
+
+func (r *dumpRun) stats() Stats {
+	r.d.stats.Duplicates = r.b.dd.Duplicates - r.dups
+	r.d.stats.Stale = r.b.dd.Stale - r.stale
+	return r.d.finishStats()
+}
+
+// read reads the host: the kernel maps, then the processes with the
+// walk of the options.
+func (b *BPF) read(ctx context.Context, d *dump) error {
 	if err := b.configure(); err != nil {
 		return err
 	}
@@ -164,7 +208,7 @@ func (b *BPF) dump(ctx context.Context, d *dump) error {
 	if b.opts.Walk == WalkIter {
 		err = b.dumpIter(ctx, d)
 	} else {
-		err = b.dumpMaple(ctx, d)
+		err = b.readMaple(ctx, d)
 	}
 	if err != nil {
 		return err

@@ -64,8 +64,7 @@ type liveMap struct {
 	file mapFile
 }
 
-// deduper applies the rule of DESIGN.md, "The generation number and the
-// dedupe rule", in one place: within generation gen, a synthesized MMAP2
+// deduper applies the dedupe rule in one place: within generation gen, a synthesized MMAP2
 // record S is a duplicate, and dropped, when a live record L of the same
 // pid, start, length, page offset, file and protection has
 // time(L) < time(S). Live records are never dropped; synthesized records

@@ -4,22 +4,27 @@
 // thread, plus the kernel's own maps, in the order `perf record`
 // synthesizes them.
 //
-// The BPF method walks the tasks and their VMAs with BPF iterators
-// (iter/task and iter/task_vma) inside the kernel and streams ready-made
-// records through per-CPU perf ring buffers. Each dump carries a
-// generation number; records of another generation are dropped. The
-// programs pace themselves through the iterator's seq_file, so a dump
-// loses no records whatever the ring size (Options.RingPages, at least
-// MinRingPages).
+// The BPF method reads the tasks and their VMAs inside the kernel, in one
+// pass of a task iterator that walks each process's VMA tree and
+// validates the walk (Options.Walk; the task_vma iterator is the
+// fallback), and streams ready-made records in batches through per-CPU
+// perf ring buffers of their own. Each dump carries a generation number;
+// records of another generation are dropped. The programs pace
+// themselves through the iterator's seq_file, so a dump loses no records
+// whatever the ring size (Options.RingPages, at least MinRingPages).
 //
-// A Session is what a perf-like tool embeds: the same rings also carry
-// the kernel's live MMAP2, COMM, FORK and EXIT records (and, with
-// SessionOptions.Sample, cpu-clock samples), so that one ordered stream
-// holds the state each dump read and every change after it. Within a
-// generation a mapping is reported once: a synthesized record that the
-// live stream reported first is dropped (see DESIGN.md, "The generation
-// number and the dedupe rule"). Profile is a minimal perf record built on
-// it; synth dump writes one generation of a Session.
+// A Session is what a perf-like tool embeds: a second ring per CPU
+// carries the kernel's live MMAP2, COMM, FORK and EXIT records (and, with
+// SessionOptions.Sample, cpu-clock samples), and the Session merges both
+// into one ordered stream that holds the state each dump read and every
+// change after it. Within a generation a mapping is reported once: a
+// synthesized record that the live stream reported first is dropped. The
+// kernel reports a mapping under the process's mmap write lock and the
+// walk reads a process while no writer holds it, so their times, on one
+// clock, order the two exactly. Live records the kernel drops when a ring
+// is full come as PERF_RECORD_LOST, as perf writes them. Profile is a
+// minimal perf record built on it; synth dump writes one generation of a
+// Session.
 //
 // BPF runs as root, or with CAP_BPF and CAP_PERFMON; without them NewBPF
 // and NewSession return a *PermissionError naming what is missing.

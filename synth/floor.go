@@ -9,24 +9,27 @@ import (
 	synthbpf "github.com/synth-dev/synth/bpf"
 )
 
-// MethodFloor names the benchmark floor: a task_vma iterator that walks
-// every VMA and emits nothing, the least any in-kernel method can cost.
+// MethodFloor names the benchmark floor of a walk: it visits every VMA
+// the way the walk does and emits nothing, the least a dump with that
+// walk can cost. The maple walk's floor also validates every walk.
 const MethodFloor = "floor"
 
 type floor struct {
 	objs synthbpf.SynthObjects
+	walk string
 }
 
-// NewFloor loads the floor's iterator. Its Dump writes no records and
-// reports the VMAs walked as Mappings.
-func NewFloor() (Method, error) {
+// NewFloor loads the floor of walk (WalkMaple or WalkIter; "" is
+// WalkMaple). Its Dump writes no records and reports the VMAs walked as
+// Mappings.
+func NewFloor(walk string) (Method, error) {
 	if err := checkCaps(); err != nil {
 		return nil, err
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	f := &floor{}
+	f := &floor{walk: walk}
 	if err := synthbpf.LoadSynthObjects(&f.objs, nil); err != nil {
 		return nil, fmt.Errorf("load BPF programs: %w", err)
 	}
@@ -40,7 +43,11 @@ func (f *floor) Dump(ctx context.Context, _ func([]byte) error) (Stats, error) {
 	if err := f.objs.Walked.Get(&before); err != nil {
 		return st, err
 	}
-	if err := drainIter(f.objs.WalkVma, 0); err != nil {
+	prog := f.objs.WalkMaple
+	if f.walk == WalkIter {
+		prog = f.objs.WalkVma
+	}
+	if err := drainIter(prog, 0); err != nil {
 		return st, err
 	}
 	if err := f.objs.Walked.Get(&after); err != nil {

@@ -86,12 +86,23 @@ func (s *Session) readDump(rec *Record) error {
 	if !s.dumpRan {
 		s.runDump()
 	}
-	if raw, ok := s.dumpBuf.pop(); ok {
-		*rec = Record{Kind: KindSynthesized, Gen: s.b.gen, Raw: raw}
-		s.stats.Synthesized++
-		return nil
+	for {
+		if raw, ok := s.dumpBuf.pop(); ok {
+			*rec = Record{Kind: KindSynthesized, Gen: s.b.gen, Raw: raw}
+			s.stats.Synthesized++
+			return nil
+		}
+		if s.run == nil || s.run.done {
+			break
+		}
+		s.dumpBuf.reset() // the records handed out are now invalid
+		s.dumpErr = s.run.write(dumpPart)
 	}
-	s.inDump = false
+	s.last = Stats{}
+	if s.run != nil {
+		s.last = s.run.stats()
+	}
+	s.run, s.inDump = nil, false
 	s.stats.Duplicates += uint64(s.last.Duplicates)
 	s.stats.Stale += uint64(s.last.Stale)
 	s.stats.Lost += s.last.Lost
@@ -105,7 +116,12 @@ func (s *Session) readDump(rec *Record) error {
 	return nil
 }
 
-// runDump runs the dump Dump asked for, into dumpBuf. Close stops it.
+// dumpPart is about how many bytes of a dump's held records a Session
+// writes into its buffer at a time.
+const dumpPart = 256 << 10
+
+// runDump reads the host for the dump Dump asked for; Close stops it.
+// Its records then go through dumpBuf a part at a time.
 func (s *Session) runDump() {
 	ctx, cancel := context.WithCancel(s.dumpCtx)
 	s.cancelMu.Lock()
@@ -119,7 +135,7 @@ func (s *Session) runDump() {
 	}()
 	s.dumpBuf.reset()
 	s.dumpRan = true
-	s.last, s.dumpErr = s.b.Dump(ctx, s.dumpBuf.add)
+	s.run, s.dumpErr = s.b.startDump(ctx, s.dumpBuf.add)
 }
 
 func (s *Session) count(rec *Record) {

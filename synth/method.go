@@ -50,7 +50,7 @@ func OpenMethod(name string, opts Options, threads int) (Method, []error, error)
 		m, err := NewProcquery(opts, threads)
 		return m, nil, err
 	case MethodFloor:
-		m, err := NewFloor()
+		m, err := NewFloor(opts.Walk)
 		return m, nil, err
 	case MethodAuto, "":
 		var why []error

@@ -118,6 +118,7 @@ type Session struct {
 	// slice each: no copy, no goroutine switch per record.
 	dumpCtx  context.Context
 	dumpRan  bool
+	run      *dumpRun
 	dumpBuf  recordBuf
 	last     Stats
 	dumpErr  error

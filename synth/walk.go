@@ -53,7 +53,9 @@ type walkHold struct {
 	blocks   [][]byte
 	used     int // blocks in use; the last one is being filled
 	procs    map[uint32][]holdLoc
-	resume   []int // processes whose walk goes on in another chunk
+	order    []uint32 // pids of procs, ascending, for flushSome
+	pi, ri   int      // flushSome's place: in order, and in its records
+	resume   []int    // processes whose walk goes on in another chunk
 	fallback []int // processes to read again with the iterator
 	invalid  int
 }
@@ -175,22 +177,36 @@ func (h *walkHold) setBuildIDs(ids map[fileIdent][]byte) {
 	}
 }
 
-// flush hands the held records to the dump, process by process in
-// ascending pid order, as perf orders them.
-func (h *walkHold) flush() error {
-	pids := make([]uint32, 0, len(h.procs))
+// sortPids fixes the order in which flushSome writes the processes:
+// ascending pids, as perf orders them.
+func (h *walkHold) sortPids() {
+	h.order = h.order[:0]
 	for pid := range h.procs {
-		pids = append(pids, pid)
+		h.order = append(h.order, pid)
 	}
-	slices.Sort(pids)
-	for _, pid := range pids {
-		for _, l := range h.procs[pid] {
-			if err := h.d.addVMA(h.bytes(l)); err != nil {
-				return err
+	slices.Sort(h.order)
+	h.pi, h.ri = 0, 0
+}
+
+// flushSome hands held records to the dump, about limit bytes of them (0:
+// all), from where the last call stopped. It reports whether all are
+// out.
+func (h *walkHold) flushSome(limit int) (bool, error) {
+	n := 0
+	for ; h.pi < len(h.order); h.pi, h.ri = h.pi+1, 0 {
+		locs := h.procs[h.order[h.pi]]
+		for ; h.ri < len(locs); h.ri++ {
+			if limit > 0 && n >= limit {
+				return false, nil
 			}
+			rec := h.bytes(locs[h.ri])
+			if err := h.d.addVMA(rec); err != nil {
+				return true, err
+			}
+			n += len(rec)
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // fileIdent is a file as an MMAP2 record of the maj/min/ino form names
@@ -210,11 +226,12 @@ func identOfKey(k *synthbpf.SynthSynthFileKey) fileIdent {
 	return fileIdent{maj: k.Dev >> 20, min: k.Dev & (1<<20 - 1), ino: k.Ino, gen: uint64(k.Generation)}
 }
 
-// dumpMaple is one dump with the maple walk: one pass of dump_tasks over
-// the tasks, more chunks for processes too large for one, the iterator
-// for processes whose walk did not hold, then the build IDs of files new
-// to the cache, read in userspace from the files.
-func (b *BPF) dumpMaple(ctx context.Context, d *dump) error {
+// readMaple reads the host with the maple walk: one pass of dump_tasks
+// over the tasks, more chunks for processes too large for one, the
+// iterator for processes whose walk did not hold, then the build IDs of
+// files new to the cache, read in userspace from the files. The records
+// are held, for dumpRun.write.
+func (b *BPF) readMaple(ctx context.Context, d *dump) error {
 	if b.hold == nil {
 		b.hold = newWalkHold()
 	}
@@ -243,10 +260,8 @@ func (b *BPF) dumpMaple(ctx context.Context, d *dump) error {
 			return err
 		}
 	}
-	if err := h.flush(); err != nil {
-		return err
-	}
-	return d.finish()
+	h.sortPids()
+	return nil
 }
 
 // resumeWalks runs dump_tasks again, in resume mode, over each process

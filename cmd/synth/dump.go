@@ -26,10 +26,11 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
 		walk      = fs.String("walk", synth.WalkMaple, "bpf method: how to read each process's VMAs: `WALK` maple (lockless, validated) or iter (the task_vma iterator)")
 		noLive    = fs.Bool("no-live", false, "bpf method: dump without the live side-band (a mapping made meanwhile may be missed)")
+		warmup    = fs.Int("warmup", 0, "dump `N` times first and write nothing of it: a benchmark's warm build-ID cache")
 		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live]")
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -62,6 +63,11 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer m.Close()
 	if len(why) > 0 {
 		fmt.Fprintf(stderr, "synth: using a fallback method because %v\n", joinErrs(why))
+	}
+	for range *warmup {
+		if _, err := m.Dump(ctx, func([]byte) error { return nil }); err != nil {
+			return fail(stderr, fmt.Errorf("warm-up dump: %w", err))
+		}
 	}
 	w, closeOut, err := openOutput(*out, stdout)
 	if err != nil {

@@ -53,17 +53,23 @@ func (c *Config) methods() []method {
 			return exec.Command(c.Synth, append([]string{"dump", "--no-kernel", "-o", "/dev/null"}, args...)...)
 		}
 	}
+	// bpf is a warm dump (the second in its process: the build-ID
+	// cache filled), as a profiler's repeated dumps are; bpf-cold is
+	// the first dump of a fresh process.
 	ms := []method{
-		{"bpf", dump("--method", "bpf"), parseSynth},
-		{"bpf-nobuildid", dump("--method", "bpf", "--no-buildid"), parseSynth},
-		{"bpf-nolive", dump("--method", "bpf", "--no-live"), parseSynth},
+		{"bpf", dump("--method", "bpf", "--warmup", "1"), parseSynth},
+		{"bpf-cold", dump("--method", "bpf"), parseSynth},
+		{"bpf-iter", dump("--method", "bpf", "--walk", "iter", "--warmup", "1"), parseSynth},
+		{"bpf-nobuildid", dump("--method", "bpf", "--no-buildid", "--warmup", "1"), parseSynth},
+		{"bpf-nolive", dump("--method", "bpf", "--no-live", "--warmup", "1"), parseSynth},
 	}
 	for n := 1; n <= c.Threads; n++ {
 		ms = append(ms, method{fmt.Sprintf("procmaps-%d", n), dump("--method", "procmaps", "--threads", strconv.Itoa(n)), parseSynth})
 	}
 	ms = append(ms,
 		method{"procquery", dump("--method", "procquery", "--threads", strconv.Itoa(c.Threads)), parseSynth},
-		method{"floor", dump("--method", "floor"), parseSynth})
+		method{"floor-maple", dump("--method", "floor", "--walk", "maple"), parseSynth},
+		method{"floor-iter", dump("--method", "floor", "--walk", "iter"), parseSynth})
 	if c.Perf != "" {
 		perf := func(n int) func() *exec.Cmd {
 			return func() *exec.Cmd {
