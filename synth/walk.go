@@ -56,7 +56,7 @@ type walkHold struct {
 	order    []uint32 // pids of procs, ascending, for flushSome
 	pi, ri   int      // flushSome's place: in order, and in its records
 	resume   []int    // processes whose walk goes on in another chunk
-	fallback []int // processes to read again with the iterator
+	fallback []int    // processes to read again with the iterator
 	invalid  int
 }
 
