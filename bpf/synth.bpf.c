@@ -181,22 +181,28 @@ static __always_inline __u32 anon_name(struct vm_area_struct *vma, char *dst)
 	const struct vm_operations_struct *ops = vma->vm_ops;
 	unsigned long start = vma->vm_start, end = vma->vm_end;
 
-	if (ops && BPF_CORE_READ(ops, name)) {
+	/* Direct loads, not helper calls: for the maple walk's VMAs, which
+	 * the verifier does not trust, they are fault-safe loads. */
+	if (ops && ops->name) {
 		/* special mappings ([vdso], [vvar], [uprobes]):
 		 * special_mapping_name() returns vm_special_mapping.name */
 		struct vm_special_mapping *sm = vma->vm_private_data;
-		const char *name = NULL;
+		const char *name = sm ? sm->name : NULL;
 
-		bpf_probe_read_kernel(&name, sizeof(name), &sm->name);
 		if (name)
 			return copy_str(dst, name);
 	}
-	if (start < BPF_CORE_READ(mm, brk) && end > BPF_CORE_READ(mm, start_brk))
-		return copy_str(dst, "[heap]");
-	if (start <= BPF_CORE_READ(mm, start_stack) &&
-	    end >= BPF_CORE_READ(mm, start_stack))
-		return copy_str(dst, "[stack]");
-	return copy_str(dst, "//anon");
+	/* The names that fit in a word are stored, not copied. */
+	if (start < mm->brk && end > mm->start_brk) {
+		__builtin_memcpy(dst, "[heap]\0", 8);
+		return 7;
+	}
+	if (start <= mm->start_stack && end >= mm->start_stack) {
+		__builtin_memcpy(dst, "[stack]", 8);
+		return 8;
+	}
+	__builtin_memcpy(dst, "//anon\0", 8);
+	return 7;
 }
 
 /* Identifies the file in r: by its build ID when id has one, else by

@@ -142,6 +142,19 @@ struct synth_walk {
 	__u64 resume;    /* with SYNTH_WALK_MORE: the address to go on from */
 };
 
+/* An MMAP2 record of the maple walk whose process and file are those of
+ * the MMAP2 record before it in the stream: userspace takes the file's
+ * identity and name from that one. */
+#define SYNTH_RECORD_MMAP2_NEXT 0x5e01
+
+struct synth_mmap2_next {
+	struct synth_hdr h;
+	struct perf_event_header header; /* misc as the full record's */
+	__u32 pid, tid;
+	__u64 addr, len, pgoff;
+	__u32 prot, flags;
+};
+
 /* Records of the maple walk are emitted in batches of about this many
  * bytes per bpf_perf_event_output() sample. */
 #define SYNTH_BATCH 8192

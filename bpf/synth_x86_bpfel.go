@@ -47,6 +47,7 @@ type SynthClaim struct {
 type SynthLastFile struct {
 	_    structs.HostLayout
 	File uint64
+	Prev uint64
 	Key  SynthSynthFileKey
 	Id   SynthSynthBuildId
 	Len  uint32
@@ -139,6 +140,24 @@ type SynthSynthMmap2 struct {
 	Filename [4096]int8
 }
 
+type SynthSynthMmap2Next struct {
+	_      structs.HostLayout
+	H      SynthSynthHdr
+	Header struct {
+		_    structs.HostLayout
+		Type uint32
+		Misc uint16
+		Size uint16
+	}
+	Pid   uint32
+	Tid   uint32
+	Addr  uint64
+	Len   uint64
+	Pgoff uint64
+	Prot  uint32
+	Flags uint32
+}
+
 type SynthSynthPending struct {
 	_      structs.HostLayout
 	Start  uint64
@@ -169,39 +188,40 @@ type SynthSynthWalk struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SynthMapBatches          = "batches"
-	SynthMapBuildIds         = "build_ids"
-	SynthMapCandScratch      = "cand_scratch"
-	SynthMapClaims           = "claims"
-	SynthMapEvents           = "events"
-	SynthMapLastFiles        = "last_files"
-	SynthMapMwScratch        = "mw_scratch"
-	SynthMapPending          = "pending"
-	SynthMapResumes          = "resumes"
-	SynthMapScratch          = "scratch"
-	SynthProgBuildIdsPrepass = "build_ids_prepass"
-	SynthProgDumpTask        = "dump_task"
-	SynthProgDumpTasks       = "dump_tasks"
-	SynthProgDumpVma         = "dump_vma"
-	SynthProgKernelText      = "kernel_text"
-	SynthProgWalkMaple       = "walk_maple"
-	SynthProgWalkVma         = "walk_vma"
-	SynthVarBidFound         = "bid_found"
-	SynthVarBidNone          = "bid_none"
-	SynthVarBidReads         = "bid_reads"
-	SynthVarChunkLimit       = "chunk_limit"
-	SynthVarFailTgid         = "fail_tgid"
-	SynthVarLastTid          = "last_tid"
-	SynthVarResumeMode       = "resume_mode"
-	SynthVarSynthFlags       = "synth_flags"
-	SynthVarSynthGen         = "synth_gen"
-	SynthVarSynthLost        = "synth_lost"
-	SynthVarSynthSeq         = "synth_seq"
-	SynthVarTextEnd          = "text_end"
-	SynthVarTextStart        = "text_start"
-	SynthVarUnusedSynthWalk  = "unused_synth_walk"
-	SynthVarWalked           = "walked"
-	SynthVarWalksInvalid     = "walks_invalid"
+	SynthMapBatches              = "batches"
+	SynthMapBuildIds             = "build_ids"
+	SynthMapCandScratch          = "cand_scratch"
+	SynthMapClaims               = "claims"
+	SynthMapEvents               = "events"
+	SynthMapLastFiles            = "last_files"
+	SynthMapMwScratch            = "mw_scratch"
+	SynthMapPending              = "pending"
+	SynthMapResumes              = "resumes"
+	SynthMapScratch              = "scratch"
+	SynthProgBuildIdsPrepass     = "build_ids_prepass"
+	SynthProgDumpTask            = "dump_task"
+	SynthProgDumpTasks           = "dump_tasks"
+	SynthProgDumpVma             = "dump_vma"
+	SynthProgKernelText          = "kernel_text"
+	SynthProgWalkMaple           = "walk_maple"
+	SynthProgWalkVma             = "walk_vma"
+	SynthVarBidFound             = "bid_found"
+	SynthVarBidNone              = "bid_none"
+	SynthVarBidReads             = "bid_reads"
+	SynthVarChunkLimit           = "chunk_limit"
+	SynthVarFailTgid             = "fail_tgid"
+	SynthVarLastTid              = "last_tid"
+	SynthVarResumeMode           = "resume_mode"
+	SynthVarSynthFlags           = "synth_flags"
+	SynthVarSynthGen             = "synth_gen"
+	SynthVarSynthLost            = "synth_lost"
+	SynthVarSynthSeq             = "synth_seq"
+	SynthVarTextEnd              = "text_end"
+	SynthVarTextStart            = "text_start"
+	SynthVarUnusedSynthMmap2Next = "unused_synth_mmap2_next"
+	SynthVarUnusedSynthWalk      = "unused_synth_walk"
+	SynthVarWalked               = "walked"
+	SynthVarWalksInvalid         = "walks_invalid"
 )
 
 // LoadSynth returns the embedded CollectionSpec for Synth.
@@ -275,22 +295,23 @@ type SynthMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthVariableSpecs struct {
-	BidFound        *ebpf.VariableSpec `ebpf:"bid_found"`
-	BidNone         *ebpf.VariableSpec `ebpf:"bid_none"`
-	BidReads        *ebpf.VariableSpec `ebpf:"bid_reads"`
-	ChunkLimit      *ebpf.VariableSpec `ebpf:"chunk_limit"`
-	FailTgid        *ebpf.VariableSpec `ebpf:"fail_tgid"`
-	LastTid         *ebpf.VariableSpec `ebpf:"last_tid"`
-	ResumeMode      *ebpf.VariableSpec `ebpf:"resume_mode"`
-	SynthFlags      *ebpf.VariableSpec `ebpf:"synth_flags"`
-	SynthGen        *ebpf.VariableSpec `ebpf:"synth_gen"`
-	SynthLost       *ebpf.VariableSpec `ebpf:"synth_lost"`
-	SynthSeq        *ebpf.VariableSpec `ebpf:"synth_seq"`
-	TextEnd         *ebpf.VariableSpec `ebpf:"text_end"`
-	TextStart       *ebpf.VariableSpec `ebpf:"text_start"`
-	UnusedSynthWalk *ebpf.VariableSpec `ebpf:"unused_synth_walk"`
-	Walked          *ebpf.VariableSpec `ebpf:"walked"`
-	WalksInvalid    *ebpf.VariableSpec `ebpf:"walks_invalid"`
+	BidFound             *ebpf.VariableSpec `ebpf:"bid_found"`
+	BidNone              *ebpf.VariableSpec `ebpf:"bid_none"`
+	BidReads             *ebpf.VariableSpec `ebpf:"bid_reads"`
+	ChunkLimit           *ebpf.VariableSpec `ebpf:"chunk_limit"`
+	FailTgid             *ebpf.VariableSpec `ebpf:"fail_tgid"`
+	LastTid              *ebpf.VariableSpec `ebpf:"last_tid"`
+	ResumeMode           *ebpf.VariableSpec `ebpf:"resume_mode"`
+	SynthFlags           *ebpf.VariableSpec `ebpf:"synth_flags"`
+	SynthGen             *ebpf.VariableSpec `ebpf:"synth_gen"`
+	SynthLost            *ebpf.VariableSpec `ebpf:"synth_lost"`
+	SynthSeq             *ebpf.VariableSpec `ebpf:"synth_seq"`
+	TextEnd              *ebpf.VariableSpec `ebpf:"text_end"`
+	TextStart            *ebpf.VariableSpec `ebpf:"text_start"`
+	UnusedSynthMmap2Next *ebpf.VariableSpec `ebpf:"unused_synth_mmap2_next"`
+	UnusedSynthWalk      *ebpf.VariableSpec `ebpf:"unused_synth_walk"`
+	Walked               *ebpf.VariableSpec `ebpf:"walked"`
+	WalksInvalid         *ebpf.VariableSpec `ebpf:"walks_invalid"`
 }
 
 // SynthObjects contains all objects after they have been loaded into the kernel.
@@ -344,22 +365,23 @@ func (m *SynthMaps) Close() error {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthVariables struct {
-	BidFound        *ebpf.Variable `ebpf:"bid_found"`
-	BidNone         *ebpf.Variable `ebpf:"bid_none"`
-	BidReads        *ebpf.Variable `ebpf:"bid_reads"`
-	ChunkLimit      *ebpf.Variable `ebpf:"chunk_limit"`
-	FailTgid        *ebpf.Variable `ebpf:"fail_tgid"`
-	LastTid         *ebpf.Variable `ebpf:"last_tid"`
-	ResumeMode      *ebpf.Variable `ebpf:"resume_mode"`
-	SynthFlags      *ebpf.Variable `ebpf:"synth_flags"`
-	SynthGen        *ebpf.Variable `ebpf:"synth_gen"`
-	SynthLost       *ebpf.Variable `ebpf:"synth_lost"`
-	SynthSeq        *ebpf.Variable `ebpf:"synth_seq"`
-	TextEnd         *ebpf.Variable `ebpf:"text_end"`
-	TextStart       *ebpf.Variable `ebpf:"text_start"`
-	UnusedSynthWalk *ebpf.Variable `ebpf:"unused_synth_walk"`
-	Walked          *ebpf.Variable `ebpf:"walked"`
-	WalksInvalid    *ebpf.Variable `ebpf:"walks_invalid"`
+	BidFound             *ebpf.Variable `ebpf:"bid_found"`
+	BidNone              *ebpf.Variable `ebpf:"bid_none"`
+	BidReads             *ebpf.Variable `ebpf:"bid_reads"`
+	ChunkLimit           *ebpf.Variable `ebpf:"chunk_limit"`
+	FailTgid             *ebpf.Variable `ebpf:"fail_tgid"`
+	LastTid              *ebpf.Variable `ebpf:"last_tid"`
+	ResumeMode           *ebpf.Variable `ebpf:"resume_mode"`
+	SynthFlags           *ebpf.Variable `ebpf:"synth_flags"`
+	SynthGen             *ebpf.Variable `ebpf:"synth_gen"`
+	SynthLost            *ebpf.Variable `ebpf:"synth_lost"`
+	SynthSeq             *ebpf.Variable `ebpf:"synth_seq"`
+	TextEnd              *ebpf.Variable `ebpf:"text_end"`
+	TextStart            *ebpf.Variable `ebpf:"text_start"`
+	UnusedSynthMmap2Next *ebpf.Variable `ebpf:"unused_synth_mmap2_next"`
+	UnusedSynthWalk      *ebpf.Variable `ebpf:"unused_synth_walk"`
+	Walked               *ebpf.Variable `ebpf:"walked"`
+	WalksInvalid         *ebpf.Variable `ebpf:"walks_invalid"`
 }
 
 // SynthPrograms contains all programs after they have been loaded into the kernel.

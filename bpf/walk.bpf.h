@@ -51,6 +51,7 @@ struct {
 /* The file of the last VMA that emitted, and what was found for it. */
 struct last_file {
 	__u64 file; /* struct file *, as a number; 0: none */
+	__u64 prev; /* the file of the record emitted last in this walk; 0: none */
 	struct synth_file_key key;
 	struct synth_build_id id;
 	__u32 len; /* of path, with its NUL */
@@ -87,8 +88,9 @@ volatile __u32 fail_tgid;             /* tests: this process's walk fails */
 /* Read by userspace: walks that failed validation. */
 __u64 walks_invalid;
 
-/* For bpf2go: emit struct synth_walk into BTF, for the Go side's layout. */
+/* For bpf2go: emit these into BTF, for the Go side's layouts. */
 const struct synth_walk *unused_synth_walk __attribute__((unused));
+const struct synth_mmap2_next *unused_synth_mmap2_next __attribute__((unused));
 
 static __always_inline struct batch *batch_get(void)
 {
@@ -220,16 +222,36 @@ static __always_inline bool walk_emit(struct walk *c, struct vm_area_struct *vma
 {
 	struct synth_mmap2 *r = batch_at(c->b);
 	struct last_file *lf = c->lf;
+	struct file *fp = vma->vm_file;
 	__u64 file = 0;
 	__u32 n;
 
-	/* As a number: the walk's pointers are not the verifier's to trust. */
-	bpf_probe_read_kernel(&file, sizeof(file), &vma->vm_file);
+	if (fp && (__u64)fp == lf->prev) {
+		/* The file of the record before: a short record will do. */
+		struct synth_mmap2_next *x = (void *)r;
 
+		fill_vma(r, c->w->tgid, c->w->tid, vma->vm_start, vma->vm_end, vmf);
+		if (lf->id.size)
+			x->header.misc |= SYNTH_MISC_MMAP_BUILD_ID;
+		x->header.type = SYNTH_RECORD_MMAP2_NEXT;
+		x->header.size = sizeof(*x) - sizeof(x->h);
+		x->pgoff = vma->vm_pgoff << PAGE_SHIFT;
+		x->prot = r->prot;
+		x->flags = r->flags;
+		c->w->bytes += sizeof(*x);
+		batch_commit(c->ctx, c->seq, c->b, &x->h, c->w->now, sizeof(*x));
+		return true;
+	}
 	fill_vma(r, c->w->tgid, c->w->tid, vma->vm_start, vma->vm_end, vmf);
-	if (file) {
-		if (file != lf->file && !walk_file(c, vma, file))
-			return false;
+	if (fp) {
+		if ((__u64)fp != lf->file) {
+			/* As a number, for walk_path: the walk's pointers are
+			 * not the verifier's to trust. */
+			bpf_probe_read_kernel(&file, sizeof(file), &vma->vm_file);
+			if (!walk_file(c, vma, file))
+				return false;
+		}
+		lf->prev = (__u64)fp;
 		r->pgoff = vma->vm_pgoff << PAGE_SHIFT;
 		fill_ident(r, &lf->key, &lf->id);
 		n = lf->len & (SYNTH_PATH_MAX - 1);
@@ -237,6 +259,7 @@ static __always_inline bool walk_emit(struct walk *c, struct vm_area_struct *vma
 			return false;
 		bpf_probe_read_kernel(r->filename, n, lf->path);
 	} else {
+		lf->prev = 0;
 		r->u.f.maj = r->u.f.min = 0;
 		r->u.f.ino = r->u.f.ino_generation = 0;
 		r->pgoff = 0;
@@ -332,6 +355,7 @@ static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 		before = ra->count;
 	}
 	c->lf->file = 0;
+	c->lf->prev = 0;
 	c->w->mm = (__u64)mm;
 	seq1 = lock_seq(mm);
 	c->w->now = bpf_ktime_get_ns();

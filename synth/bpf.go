@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/perfdata"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,6 +48,9 @@ type BPF struct {
 	chunk                     uint32
 	round                     round
 	hold                      *walkHold // the maple walk's records, kept between dumps for their memory
+	// prev is the last whole MMAP2 record delivered, and next the one a
+	// short record of the maple walk expands into (see expandNext).
+	prev, next []byte
 }
 
 // NewBPF checks privileges, loads the iterator programs and opens the
@@ -344,10 +348,21 @@ func (b *BPF) deliver(d *dump, add func([]byte) error) error {
 	d.stats.Lost += r.lost
 	r.lost = 0
 	for _, rec := range r.sorted() {
-		if !b.dd.keepSynth(r.bytes(rec), rec.gen, rec.time) {
+		raw := r.bytes(rec)
+		switch recType(raw) {
+		case perfdata.RecordMmap2:
+			b.prev = append(b.prev[:0], raw...)
+		case recordMmap2Next:
+			var err error
+			if b.next, err = expandNext(b.next, b.prev, raw); err != nil {
+				return err
+			}
+			raw = b.next
+		}
+		if !b.dd.keepSynth(raw, rec.gen, rec.time) {
 			continue
 		}
-		if err := add(r.bytes(rec)); err != nil {
+		if err := add(raw); err != nil {
 			return err
 		}
 	}

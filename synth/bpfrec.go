@@ -113,7 +113,11 @@ func (r *round) addBPF(cpu int, sample []byte) error {
 // them: one read may have run on several CPUs. A batch's records share
 // its sequence number and stay in their order.
 func (r *round) sorted() []bpfRecord {
-	slices.SortStableFunc(r.recs, func(a, b bpfRecord) int { return cmp.Compare(a.seq, b.seq) })
+	bySeq := func(a, b bpfRecord) int { return cmp.Compare(a.seq, b.seq) }
+	// Usually one CPU's ring held them all, in order already.
+	if !slices.IsSortedFunc(r.recs, bySeq) {
+		slices.SortStableFunc(r.recs, bySeq)
+	}
 	return r.recs
 }
 

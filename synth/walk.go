@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/perfdata"
@@ -24,6 +25,7 @@ const (
 // Mirrors of bpf/synth.h.
 const (
 	recordWalk      = 0x5e00 // SYNTH_RECORD_WALK
+	recordMmap2Next = 0x5e01 // SYNTH_RECORD_MMAP2_NEXT
 	walkDone        = 1      // SYNTH_WALK_DONE
 	walkMore        = 2      // SYNTH_WALK_MORE
 	walkInvalid     = 3      // SYNTH_WALK_INVALID
@@ -53,10 +55,12 @@ type walkHold struct {
 	blocks   [][]byte
 	used     int // blocks in use; the last one is being filled
 	procs    map[uint32][]holdLoc
-	order    []uint32 // pids of procs, ascending, for flushSome
-	pi, ri   int      // flushSome's place: in order, and in its records
-	resume   []int    // processes whose walk goes on in another chunk
-	fallback []int    // processes to read again with the iterator
+	curPid   uint32    // the process keep adds to, and its list not yet
+	cur      []holdLoc // in procs (see putCur)
+	order    []uint32  // pids of procs, ascending, for flushSome
+	pi, ri   int       // flushSome's place: in order, and in its records
+	resume   []int     // processes whose walk goes on in another chunk
+	fallback []int     // processes to read again with the iterator
 	invalid  int
 }
 
@@ -78,7 +82,7 @@ func newWalkHold() *walkHold {
 
 // reset empties the hold for the dump d, keeping its blocks.
 func (h *walkHold) reset(d *dump) {
-	h.d, h.used, h.invalid = d, 0, 0
+	h.d, h.used, h.invalid, h.cur = d, 0, 0, nil
 	h.resume, h.fallback = h.resume[:0], h.fallback[:0]
 	clear(h.procs)
 	if len(h.blocks) > 0 {
@@ -111,9 +115,21 @@ func (h *walkHold) keep(rec []byte) {
 		h.used++
 	}
 	b := &h.blocks[h.used-1]
-	pid := recPid(rec)
-	h.procs[pid] = append(h.procs[pid], holdLoc{int32(h.used - 1), uint32(len(*b)), uint32(len(rec))})
+	if pid := recPid(rec); pid != h.curPid || h.cur == nil {
+		h.putCur()
+		h.curPid, h.cur = pid, h.procs[pid]
+	}
+	h.cur = append(h.cur, holdLoc{int32(h.used - 1), uint32(len(*b)), uint32(len(rec))})
 	*b = append(*b, rec...)
+}
+
+// putCur stores the list of the process whose records keep is adding:
+// records come process by process, so the map is written once per run.
+func (h *walkHold) putCur() {
+	if h.cur != nil {
+		h.procs[h.curPid] = h.cur
+		h.cur = nil
+	}
 }
 
 // synthWalk mirrors struct synth_walk after its synth_hdr.
@@ -133,6 +149,7 @@ func (h *walkHold) end(rec []byte) error {
 		h.d.stats.Resumed++
 	case walkInvalid:
 		// Nothing of the walk counts: read the whole process again.
+		h.putCur()
 		delete(h.procs, pid)
 		h.fallback = append(h.fallback, int(pid))
 		h.invalid++
@@ -155,6 +172,7 @@ func (h *walkHold) addFallback(rec []byte) error {
 // setBuildIDs rewrites the held MMAP2 records of files whose build ID
 // userspace read after the walk into the build-ID form.
 func (h *walkHold) setBuildIDs(ids map[fileIdent][]byte) {
+	h.putCur()
 	if len(ids) == 0 {
 		return
 	}
@@ -180,6 +198,7 @@ func (h *walkHold) setBuildIDs(ids map[fileIdent][]byte) {
 // sortPids fixes the order in which flushSome writes the processes:
 // ascending pids, as perf orders them.
 func (h *walkHold) sortPids() {
+	h.putCur()
 	h.order = h.order[:0]
 	for pid := range h.procs {
 		h.order = append(h.order, pid)
@@ -282,4 +301,45 @@ func (b *BPF) resumeWalks(ctx context.Context, d *dump, h *walkHold) error {
 		}
 	}
 	return nil
+}
+
+// mmap2Next is struct synth_mmap2_next after its synth_hdr: the short
+// MMAP2 record of the maple walk. Its fields are read by offset from
+// the generated layout, so that the C struct and this reader cannot
+// drift apart.
+type mmap2Next = synthbpf.SynthSynthMmap2Next
+
+var (
+	nextHdr  = unsafe.Offsetof(mmap2Next{}.Header)
+	nextPid  = int(unsafe.Offsetof(mmap2Next{}.Pid) - nextHdr)
+	nextAddr = int(unsafe.Offsetof(mmap2Next{}.Addr) - nextHdr)
+	nextProt = int(unsafe.Offsetof(mmap2Next{}.Prot) - nextHdr)
+	nextSize = int(unsafe.Sizeof(mmap2Next{}) - nextHdr)
+)
+
+// Offsets in a PERF_RECORD_MMAP2: pid/tid, addr/len/pgoff, prot/flags.
+const (
+	mmap2PidOff  = 8
+	mmap2AddrOff = 16
+	mmap2ProtOff = 64
+)
+
+// expandNext rebuilds the whole MMAP2 record that a short record stands
+// for, from prev, the MMAP2 record before it in the stream (same process
+// and file), into buf.
+func expandNext(buf, prev, next []byte) ([]byte, error) {
+	le := binary.NativeEndian
+	if len(next) < nextSize {
+		return nil, fmt.Errorf("short MMAP2 record of %d bytes", len(next))
+	}
+	if len(prev) == 0 || le.Uint32(prev[mmap2PidOff:]) != le.Uint32(next[nextPid:]) {
+		return nil, fmt.Errorf("short MMAP2 record of pid %d follows no MMAP2 record of its process",
+			le.Uint32(next[nextPid:]))
+	}
+	buf = append(buf[:0], prev...)
+	le.PutUint16(buf[4:], le.Uint16(next[4:]))                        // misc
+	copy(buf[mmap2PidOff:], next[nextPid:nextPid+8])                  // pid, tid
+	copy(buf[mmap2AddrOff:], next[nextAddr:nextAddr+24])              // addr, len, pgoff
+	copy(buf[mmap2ProtOff:mmap2ProtOff+8], next[nextProt:nextProt+8]) // prot, flags
+	return buf, nil
 }
