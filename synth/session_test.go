@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
@@ -197,4 +198,51 @@ func TestSessionDeadlineAndDumpRunning(t *testing.T) {
 	if st := s.Stats(); st.Dumps != 1 || st.Synthesized == 0 {
 		t.Errorf("stats %+v", st)
 	}
+}
+
+// When a side-band ring overflows, the stream carries the kernel's
+// PERF_RECORD_LOST records as live records, and Stats.LiveLost adds them
+// up; the session goes on.
+func TestSessionMarksLiveLoss(t *testing.T) {
+	testproc.StartStorm(t, "map", "2")
+	testproc.StartStorm(t, "fork")
+	s := openSession(t, synth.SessionOptions{Options: synth.Options{RingPages: synth.MinRingPages}})
+	// Nobody drains the rings meanwhile: the storm fills them. The
+	// kernel writes its LOST record once there is room again, after a
+	// drain: read twice.
+	time.Sleep(300 * time.Millisecond)
+	var lost, losts uint64
+	count := func(r *synth.Record) {
+		if r.Type() != perfdata.RecordLost {
+			return
+		}
+		l, _, err := perfdata.ParseLost(r.Raw, s.Attrs()[0].Attr.SampleType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind != synth.KindLive || r.Time == 0 {
+			t.Errorf("a LOST record of kind %d, time %d", r.Kind, r.Time)
+		}
+		lost += l.Lost
+		losts++
+	}
+	readFlushed(t, s, count)
+	time.Sleep(50 * time.Millisecond)
+	readFlushed(t, s, count)
+	st := s.Stats()
+	if lost == 0 {
+		t.Fatal("the kernel dropped nothing: the storm does not test the loss path")
+	}
+	if st.LiveLost != lost || st.Lost != 0 {
+		t.Errorf("stats say %d live and %d synthesized records lost; the stream's %d LOST records add up to %d",
+			st.LiveLost, st.Lost, losts, lost)
+	}
+	// And the session goes on: a dump after it.
+	if err := s.Dump(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if maps := readDump(t, s); len(maps) == 0 {
+		t.Error("a dump after the loss read no mapping")
+	}
+	t.Logf("%d LOST records for %d records", losts, lost)
 }

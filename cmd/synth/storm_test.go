@@ -28,9 +28,8 @@ func TestDumpUnderStorm(t *testing.T) {
 	perf := testenv.Perf(t)
 	stable := testproc.StartT(t, testproc.Spec{DataFile: true, Threads: []string{"stable"}})
 	startLoadgen(t, 40000)
-	storm := buildStorm(t)
-	startBackground(t, exec.Command(storm, "map", "2"))
-	startBackground(t, exec.Command(storm, "fork"))
+	testproc.StartStorm(t, "map", "2")
+	testproc.StartStorm(t, "fork")
 	if rate := forkRate(t); rate < 2000 {
 		t.Fatalf("the fork storm makes %d processes a second, want >= 2000", rate)
 	}
@@ -97,32 +96,6 @@ func lostInFile(out string) uint64 {
 	return n
 }
 
-// buildStorm compiles testdata/storm.
-func buildStorm(t *testing.T) string {
-	t.Helper()
-	_, err := exec.LookPath("gcc")
-	testenv.Need(t, err == nil, "gcc")
-	src, _ := filepath.Abs("../../testdata/storm/storm.c")
-	bin := filepath.Join(t.TempDir(), "storm")
-	if out, err := exec.Command("gcc", "-O1", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc storm.c: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// startBackground starts cmd and kills it when the test ends.
-func startBackground(t *testing.T, cmd *exec.Cmd) {
-	t.Helper()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", cmd, err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-}
-
 // startLoadgen holds about vmas VMAs in synth loadgen's processes until
 // the test ends.
 func startLoadgen(t *testing.T, vmas int) {
@@ -166,4 +139,41 @@ func forkRate(t *testing.T) int {
 		return forkRate(t)
 	}
 	return (b - a) * 2
+}
+
+var recordLostRE = regexp.MustCompile(`(?m)^synth record: warning: the kernel dropped (\d+) records \(samples or side-band\); the output marks them with PERF_RECORD_LOST\n`)
+
+// synth record on a busy host with the smallest rings: what the kernel
+// drops is marked in the file as perf marks it, counted once on stderr,
+// and the recording still succeeds.
+func TestRecordUnderStorm(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	testproc.StartStorm(t, "map", "2")
+	testproc.StartStorm(t, "fork")
+	file := filepath.Join(t.TempDir(), "perf.data")
+	r := interruptAfter(t, 2*time.Second, exec.Command(synthBin, "record", "-a", "-g", "-F", "10000",
+		"--ring-pages", "16", "-o", file))
+	if r.code != 0 {
+		t.Fatalf("synth record: exit %d: %s", r.code, r.stderr)
+	}
+	var dropped uint64
+	if m := recordLostRE.FindAllStringSubmatch(r.stderr, -1); len(m) == 1 {
+		dropped, _ = strconv.ParseUint(m[0][1], 10, 64)
+	} else if len(m) > 1 {
+		t.Fatalf("the warning is there %d times:\n%s", len(m), r.stderr)
+	}
+	rep := exec.Command(perf, "report", "-D", "-i", file)
+	rep.Env = perfEnv(t)
+	rr := runCmd(t, rep)
+	if rr.code != 0 {
+		t.Fatalf("perf report -D: exit %d: %s", rr.code, rr.stderr)
+	}
+	if got := lostInFile(rr.stdout); got != dropped {
+		t.Errorf("PERF_RECORD_LOST in the file add up to %d, stderr says %d", got, dropped)
+	}
+	if dropped == 0 {
+		t.Error("the kernel dropped nothing: the storm does not test the loss path")
+	}
+	t.Logf("%d records dropped: %s", dropped, r.stderr)
 }

@@ -1,0 +1,36 @@
+package testproc
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/testenv"
+)
+
+// StartStorm compiles testdata/storm/storm.c and runs it with args
+// ("fork": children that exit at once, as fast as it can; "map N": N
+// threads that map, split and unmap executable memory) until the test
+// ends: load that makes the kernel report many live records.
+func StartStorm(t testing.TB, args ...string) {
+	t.Helper()
+	_, err := exec.LookPath("gcc")
+	testenv.Need(t, err == nil, "gcc")
+	_, here, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(here), "..", "..", "testdata", "storm", "storm.c")
+	bin := filepath.Join(t.TempDir(), "storm")
+	if out, err := exec.Command("gcc", "-O1", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc storm.c: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+}
