@@ -47,7 +47,7 @@ func (b *BPF) buildIDPass(ctx context.Context, d *dump) error {
 		return fmt.Errorf("read build-id counters: %w", err)
 	}
 	d.stats.ELFReads = int(after - before)
-	if _, err := b.resolvePending(d); err != nil {
+	if _, err := b.resolvePending(d, nil); err != nil {
 		return err
 	}
 	return b.countCache(d)
@@ -72,7 +72,11 @@ func drainIter(prog *ebpf.Program, pid int) error {
 // resolvePending reads the files the prepass could not, or that the
 // maple walk found new, and caches the result (no build ID included) so
 // they are read once. It returns the build IDs it found, by file.
-func (b *BPF) resolvePending(d *dump) (map[fileIdent][]byte, error) {
+//
+// others, when set, names other mappings of a file: the mapping noted
+// for it may be gone by now (a short-lived child that mapped it first),
+// and the file is then read through another process's.
+func (b *BPF) resolvePending(d *dump, others func(fileIdent) []mappingAt) (map[fileIdent][]byte, error) {
 	var (
 		key     synthbpf.SynthSynthFileKey
 		pend    synthbpf.SynthSynthPending
@@ -87,6 +91,13 @@ func (b *BPF) resolvePending(d *dump) (map[fileIdent][]byte, error) {
 			continue // read by BPF from another mapping
 		}
 		bid, ok := readMappedBuildID(int(pend.Pid), pend.Start, pend.End, &key)
+		if !ok && others != nil {
+			for _, m := range others(identOfKey(&key)) {
+				if bid, ok = readMappedBuildID(m.pid, m.start, m.end, &key); ok {
+					break
+				}
+			}
+		}
 		if !ok {
 			continue // gone or replaced: try again next dump
 		}

@@ -65,6 +65,7 @@ type dumped struct {
 	comms  map[uint32]string
 	forks  map[uint32]uint32 // tid -> pid
 	kernel []perfdata.Mmap
+	lost   uint64 // live records the kernel dropped (PERF_RECORD_LOST)
 }
 
 func runDump(t *testing.T, opts synth.Options) *dumped {
@@ -94,6 +95,13 @@ func runDump(t *testing.T, opts synth.Options) *dumped {
 
 func (d *dumped) add(rec []byte, sampleType uint64) error {
 	typ := binary.NativeEndian.Uint32(rec)
+	if typ == perfdata.RecordLost {
+		// The kernel's count of live records it dropped on a busy
+		// host: part of the output, but of no process.
+		l, _, err := perfdata.ParseLost(rec, sampleType)
+		d.lost += l.Lost
+		return err
+	}
 	d.types = append(d.types, typ)
 	switch typ {
 	case perfdata.RecordMmap2:

@@ -55,12 +55,13 @@ type walkHold struct {
 	blocks   [][]byte
 	used     int // blocks in use; the last one is being filled
 	procs    map[uint32][]holdLoc
-	curPid   uint32    // the process keep adds to, and its list not yet
-	cur      []holdLoc // in procs (see putCur)
-	order    []uint32  // pids of procs, ascending, for flushSome
-	pi, ri   int       // flushSome's place: in order, and in its records
-	resume   []int     // processes whose walk goes on in another chunk
-	fallback []int     // processes to read again with the iterator
+	curPid   uint32                    // the process keep adds to, and its list not yet
+	cur      []holdLoc                 // in procs (see putCur)
+	others   map[fileIdent][]mappingAt // see mappingsOf; nil until asked
+	order    []uint32                  // pids of procs, ascending, for flushSome
+	pi, ri   int                       // flushSome's place: in order, and in its records
+	resume   []int                     // processes whose walk goes on in another chunk
+	fallback []int                     // processes to read again with the iterator
 	invalid  int
 }
 
@@ -82,7 +83,7 @@ func newWalkHold() *walkHold {
 
 // reset empties the hold for the dump d, keeping its blocks.
 func (h *walkHold) reset(d *dump) {
-	h.d, h.used, h.invalid, h.cur = d, 0, 0, nil
+	h.d, h.used, h.invalid, h.cur, h.others = d, 0, 0, nil, nil
 	h.resume, h.fallback = h.resume[:0], h.fallback[:0]
 	clear(h.procs)
 	if len(h.blocks) > 0 {
@@ -207,6 +208,41 @@ func (h *walkHold) sortPids() {
 	h.pi, h.ri = 0, 0
 }
 
+// mappingAt is a mapping of a file by a process.
+type mappingAt struct {
+	pid        int
+	start, end uint64
+}
+
+// maxOthers bounds the other mappings of a file mappingsOf offers.
+const maxOthers = 8
+
+// mappingsOf returns mappings of the file ident names in the held
+// records, one per process, up to maxOthers. The first call indexes the
+// hold.
+func (h *walkHold) mappingsOf(ident fileIdent) []mappingAt {
+	if h.others == nil {
+		h.putCur()
+		h.others = make(map[fileIdent][]mappingAt)
+		le := binary.NativeEndian
+		for pid, locs := range h.procs {
+			for _, l := range locs {
+				rec := h.bytes(l)
+				if le.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0 || le.Uint64(rec[48:]) == 0 {
+					continue
+				}
+				id := identOf(rec)
+				ms := h.others[id]
+				if len(ms) < maxOthers && (len(ms) == 0 || ms[len(ms)-1].pid != int(pid)) {
+					start := le.Uint64(rec[mmap2AddrOff:])
+					h.others[id] = append(ms, mappingAt{int(pid), start, start + le.Uint64(rec[mmap2AddrOff+8:])})
+				}
+			}
+		}
+	}
+	return h.others[ident]
+}
+
 // flushSome hands held records to the dump, about limit bytes of them (0:
 // all), from where the last call stopped. It reports whether all are
 // out.
@@ -270,7 +306,7 @@ func (b *BPF) readMaple(ctx context.Context, d *dump) error {
 		}
 	}
 	if !b.opts.NoBuildID {
-		ids, err := b.resolvePending(d)
+		ids, err := b.resolvePending(d, h.mappingsOf)
 		if err != nil {
 			return err
 		}

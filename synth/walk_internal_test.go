@@ -1,10 +1,20 @@
 package synth
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 
+	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/elfnote"
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -73,5 +83,75 @@ func TestWalkLimits(t *testing.T) {
 		if seq := budget + (int(chunk)+2*synthBatchBytes)/paceUnit + int(chunk)/synthBatchBytes + 2; seq > 32<<10 {
 			t.Errorf("%d pages: %d bytes of pacing in one read overflow the seq_file", pages, seq)
 		}
+	}
+}
+
+// A file new to the build-ID cache is noted with the first process the
+// walk finds mapping it. When that process is gone by the time the file
+// is read (a short-lived child), another process that maps the file is
+// read instead, and its records still get the build ID.
+func TestBuildIDFromAnotherMapping(t *testing.T) {
+	testenv.Root(t)
+	path := filepath.Join(t.TempDir(), "good.so")
+	if err := os.WriteFile(path, elfnote.Crafted()["good"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: path}}})
+	b, err := NewBPF(Options{Pids: []int{p.Pid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ids := func() (n int) {
+		t.Helper()
+		_, err := b.Dump(context.Background(), func(rec []byte) error {
+			if recType(rec) == perfdata.RecordMmap2 && bytes.Contains(rec, []byte(path)) &&
+				binary.NativeEndian.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0 &&
+				bytes.Equal(rec[mmap2BuildIDOff:mmap2BuildIDOff+len(elfnote.GoodID)], elfnote.GoodID) {
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := ids(); n != 1 {
+		t.Fatalf("first dump: %d records of %s with its build ID, want 1", n, path)
+	}
+	// Forget the file, and note it as mapped by a process that is gone:
+	// the walk's own note (BPF_NOEXIST) then does not replace it.
+	var (
+		key   synthbpf.SynthSynthFileKey
+		id    synthbpf.SynthSynthBuildId
+		found bool
+	)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it := b.objs.BuildIds.Iterate(); it.Next(&key, &id); {
+		if key.Ino == fi.Sys().(*syscall.Stat_t).Ino {
+			found = true
+			break
+		}
+	}
+	if !found {
+		t.Fatal("the file is not in the build-ID cache")
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.objs.BuildIds.Delete(&key); err != nil {
+		t.Fatal(err)
+	}
+	note := synthbpf.SynthSynthPending{Pid: uint32(gone.Process.Pid), Start: 0x10000, End: 0x11000, Reason: 6}
+	if err := b.objs.Pending.Put(&key, &note); err != nil {
+		t.Fatal(err)
+	}
+	if n := ids(); n != 1 {
+		t.Errorf("with the noted process gone: %d records of %s with its build ID, want 1", n, path)
 	}
 }

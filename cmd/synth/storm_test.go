@@ -43,7 +43,7 @@ func TestDumpUnderStorm(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("synth dump %v: exit %d: %s", args, r.code, r.stderr)
 		}
-		sum := parseSummary(t, stripLostWarning(r.stderr))
+		sum := parseSummary(t, r.stderr)
 		dropped := lostWarning(t, r.stderr)
 		if sum.lost != 0 {
 			t.Errorf("synth dump %v: %d synthesized records lost", args, sum.lost)

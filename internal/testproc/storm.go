@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 
 	"github.com/synth-dev/synth/internal/testenv"
@@ -26,6 +27,8 @@ func StartStorm(t testing.TB, args ...string) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
+	// Dies with the test binary, even one killed by a timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", cmd, err)
 	}
