@@ -1,13 +1,16 @@
 package synth_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/synth-dev/synth/internal/procfs"
@@ -344,7 +347,7 @@ func TestDumpHostMatchesProc(t *testing.T) {
 }
 
 // hostKeys reads the mappings of every process of the host that can be
-// read, by pid.
+// read, by pid, and notes how much CPU time each has used.
 func hostKeys(t *testing.T) map[int][]mapKey {
 	t.Helper()
 	pids, err := procfs.Pids()
@@ -355,17 +358,44 @@ func hostKeys(t *testing.T) map[int][]mapKey {
 	for _, pid := range pids {
 		if k, ok := tryProcKeys(pid, true); ok {
 			keys[pid] = k
+			cpuAtStart.Store(pid, cpuTime(pid))
 		}
 	}
 	return keys
 }
 
-// unchanged reports whether process pid still maps what keys say: it did
-// not exit or change since. This process does not count: it maps the
-// rings during dumps only.
+// cpuAtStart holds the CPU time of each process when hostKeys read it.
+var cpuAtStart sync.Map
+
+// unchanged reports whether process pid was quiet since hostKeys: it
+// still maps what keys say, and it used no CPU time meanwhile (a process
+// that maps and unmaps in a loop can show the same maps twice). This
+// process does not count: it maps the rings during dumps only.
 func unchanged(pid int, keys []mapKey) bool {
 	after, ok := tryProcKeys(pid, true)
-	return ok && slices.Equal(keys, after) && pid != os.Getpid()
+	cpu, _ := cpuAtStart.Load(pid)
+	return ok && slices.Equal(keys, after) && pid != os.Getpid() && cpu == cpuTime(pid)
+}
+
+// cpuTime returns utime+stime of process pid from /proc/PID/stat, or
+// -1 when it cannot be read.
+func cpuTime(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// The fields after the command name, which may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)  // field 14: utime
+	st, _ := strconv.ParseInt(f[12], 10, 64) // field 15: stime
+	return u + st
 }
 
 // tryProcKeys reads every mapping of a process that may be gone or
