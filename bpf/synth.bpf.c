@@ -224,15 +224,22 @@ static __always_inline void fill_ident(struct synth_mmap2 *r, struct synth_file_
 }
 
 /* Identify the file: by build ID when the cache knows one, else by
- * device and inode. */
-static __always_inline void fill_file(struct synth_mmap2 *r, struct file *file)
+ * device and inode. A file the cache does not know is noted for
+ * userspace to read, through this mapping unless one is noted already:
+ * the maple walk's fallback reads processes whose walk stopped before
+ * it reached their later files. */
+static __always_inline void fill_file(struct synth_mmap2 *r, struct file *file,
+				      struct vm_area_struct *vma)
 {
 	struct synth_file_key k;
 	struct synth_build_id *id = NULL;
 
 	file_key(file, &k);
-	if (synth_flags & SYNTH_CFG_BUILDID)
+	if (synth_flags & SYNTH_CFG_BUILDID) {
 		id = bpf_map_lookup_elem(&build_ids, &k);
+		if (!id)
+			pend(&k, r->pid, vma->vm_start, vma->vm_end, SYNTH_PEND_NEW);
+	}
 	fill_ident(r, &k, id);
 }
 
@@ -319,7 +326,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 
 	file = vma->vm_file;
 	if (file) {
-		fill_file(r, file);
+		fill_file(r, file, vma);
 		r->pgoff = (__u64)vma->vm_pgoff << PAGE_SHIFT;
 		n = bpf_d_path((struct path *)&file->f_path, r->filename,
 			       sizeof(r->filename));
