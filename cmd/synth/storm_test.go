@@ -48,15 +48,7 @@ func TestDumpUnderStorm(t *testing.T) {
 		if sum.lost != 0 {
 			t.Errorf("synth dump %v: %d synthesized records lost", args, sum.lost)
 		}
-		rep := exec.Command(perf, "report", "-D", "-i", file)
-		rep.Env = perfEnv(t)
-		rr := runCmd(t, rep)
-		if rr.code != 0 {
-			t.Fatalf("perf report -D: exit %d: %s", rr.code, rr.stderr)
-		}
-		if got := lostInFile(rr.stdout); got != dropped {
-			t.Errorf("synth dump %v: PERF_RECORD_LOST in the file add up to %d, stderr says %d", args, got, dropped)
-		}
+		rr := checkLost(t, perf, file, dropped)
 		droppedSome = droppedSome || dropped > 0
 		checkPerfOutput(t, "perf report -D "+strings.Join(args, " "), rr.stdout, stable, len(args) > 0 && args[0] == "--data")
 		t.Logf("synth dump %v: %d live records, %d dropped by the kernel", args, sum.live, dropped)
@@ -82,6 +74,22 @@ func lostWarning(t *testing.T, stderr string) uint64 {
 	}
 	n, _ := strconv.ParseUint(m[0][1], 10, 64)
 	return n
+}
+
+// checkLost runs perf report -D on file and checks that its
+// PERF_RECORD_LOST records add up to dropped, the count on stderr.
+func checkLost(t *testing.T, perf, file string, dropped uint64) result {
+	t.Helper()
+	rep := exec.Command(perf, "report", "-D", "-i", file)
+	rep.Env = perfEnv(t)
+	rr := runCmd(t, rep)
+	if rr.code != 0 {
+		t.Fatalf("perf report -D %s: exit %d: %s", file, rr.code, rr.stderr)
+	}
+	if got := lostInFile(rr.stdout); got != dropped {
+		t.Errorf("%s: PERF_RECORD_LOST in the file add up to %d, stderr says %d", file, got, dropped)
+	}
+	return rr
 }
 
 var perfLostRE = regexp.MustCompile(`PERF_RECORD_LOST: id:\d+: lost:(\d+)`)
@@ -163,15 +171,7 @@ func TestRecordUnderStorm(t *testing.T) {
 	} else if len(m) > 1 {
 		t.Fatalf("the warning is there %d times:\n%s", len(m), r.stderr)
 	}
-	rep := exec.Command(perf, "report", "-D", "-i", file)
-	rep.Env = perfEnv(t)
-	rr := runCmd(t, rep)
-	if rr.code != 0 {
-		t.Fatalf("perf report -D: exit %d: %s", rr.code, rr.stderr)
-	}
-	if got := lostInFile(rr.stdout); got != dropped {
-		t.Errorf("PERF_RECORD_LOST in the file add up to %d, stderr says %d", got, dropped)
-	}
+	checkLost(t, perf, file, dropped)
 	if dropped == 0 {
 		t.Error("the kernel dropped nothing: the storm does not test the loss path")
 	}
