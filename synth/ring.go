@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/cilium/ebpf"
+	perf "github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/perfring"
@@ -42,7 +43,7 @@ type ringConfig struct {
 	buildID  bool // live MMAP2 records in build-ID form
 	// sampler, when set, is opened on every CPU with its output
 	// redirected into that CPU's side-band ring.
-	sampler *perfdata.Attr
+	sampler *SampleOptions
 }
 
 // outAttr is the attr of the BPF output events: they carry the records
@@ -97,7 +98,7 @@ type rings struct {
 	cpus     []int
 	out      []*perfring.Event
 	live     []*perfring.Event // nil without a side-band
-	samplers []*perfring.Event
+	samplers []*perf.Event
 	size     int // data bytes per ring
 }
 
@@ -142,15 +143,36 @@ func (r *rings) openCPU(cpu int, c *ringConfig, arr *ebpf.Map) error {
 	if c.sampler == nil {
 		return nil
 	}
-	s, err := openEvent(c.sampler, cpu, "sampling")
+	s, err := openSampler(c.sampler, cpu, live)
 	if err != nil {
 		return err
 	}
 	r.samplers = append(r.samplers, s)
-	if err := s.SetOutput(live); err != nil {
-		return fmt.Errorf("cpu %d: %w", cpu, err)
-	}
 	return nil
+}
+
+// openSampler opens the sampling event on one CPU with go-perf, and sends
+// its samples into the side-band ring live of that CPU. go-perf's
+// SetOutput redirects only into an event it opened itself, and the
+// side-band events need bits its Options lacks (mmap2, build_id): the
+// redirection is an ioctl on the descriptors.
+func openSampler(o *SampleOptions, cpu int, live *perfring.Event) (*perf.Event, error) {
+	s, err := perf.Open(samplerPerfAttr(o), -1, cpu, nil)
+	if errors.Is(err, os.ErrPermission) {
+		return nil, &PermissionError{Op: "perf_event_open", Err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open sampling event on cpu %d: %w", cpu, err)
+	}
+	fd, err := s.FD()
+	if err == nil {
+		err = unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, live.FD())
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("redirect sampling event on cpu %d: %w", cpu, err)
+	}
+	return s, nil
 }
 
 // openEvent opens a on one CPU, for every thread.
@@ -183,7 +205,8 @@ func (r *rings) ids() (live, samplers []uint64) {
 		live = append(live, ev.ID())
 	}
 	for _, ev := range r.samplers {
-		samplers = append(samplers, ev.ID())
+		id, _ := ev.ID() // open events have one: go-perf read it at Open
+		samplers = append(samplers, id)
 	}
 	return live, samplers
 }
@@ -222,7 +245,10 @@ func (r *rings) liveFDs() []int {
 
 func (r *rings) Close() error {
 	var errs []error
-	for _, evs := range [][]*perfring.Event{r.samplers, r.live, r.out} {
+	for _, s := range r.samplers {
+		errs = append(errs, s.Close())
+	}
+	for _, evs := range [][]*perfring.Event{r.live, r.out} {
 		for _, ev := range evs {
 			errs = append(errs, ev.Close())
 		}

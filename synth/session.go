@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	perf "github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/perfdata"
@@ -142,10 +143,7 @@ func NewSession(opts SessionOptions) (*Session, error) {
 	}
 	opts.SampleType = sidebandSampleType
 	rc := ringConfig{pages: opts.RingPages, sideband: true, data: opts.Data, buildID: !opts.NoBuildID}
-	if opts.Sample != nil {
-		a := samplerAttr(opts.Sample)
-		rc.sampler = &a
-	}
+	rc.sampler = opts.Sample
 	b, err := newBPF(opts.Options, rc)
 	if err != nil {
 		return nil, err
@@ -180,7 +178,7 @@ func (s *Session) init(rc ringConfig) error {
 	side.WakeupEvents = 0
 	s.attrs = []perfdata.WriterAttr{{Attr: side, Name: attrName, IDs: liveIDs}}
 	if rc.sampler != nil {
-		a := *rc.sampler
+		a := samplerAttr(rc.sampler)
 		a.Flags &^= perfdata.AttrDisabled
 		s.attrs = append(s.attrs, perfdata.WriterAttr{Attr: a, Name: "cpu-clock", IDs: samplerIDs})
 		return s.b.rings.enableSamplers()
@@ -188,7 +186,11 @@ func (s *Session) init(rc ringConfig) error {
 	return nil
 }
 
-// samplerAttr is a cpu-clock event at o.Freq on one CPU, all threads.
+// samplerAttr describes, for perf.data, the sampling event that
+// samplerPerfAttr opens: a cpu-clock event at o.Freq on one CPU, all
+// threads. The two must agree bit for bit; synth record's tests decode
+// the samples with perf under this description (and fail when a bit
+// differs).
 func samplerAttr(o *SampleOptions) perfdata.Attr {
 	freq := o.Freq
 	if freq == 0 {
@@ -209,6 +211,24 @@ func samplerAttr(o *SampleOptions) perfdata.Attr {
 			perfdata.AttrUseClockID | perfdata.AttrExcludeGuest,
 		ClockID: unix.CLOCK_MONOTONIC,
 	}
+}
+
+// samplerPerfAttr is the sampling event as go-perf opens it.
+func samplerPerfAttr(o *SampleOptions) *perf.Attr {
+	a := &perf.Attr{
+		Type:   perf.SoftwareEvent,
+		Config: uint64(perf.CPUClock),
+		SampleFormat: perf.SampleFormat{Identifier: true, IP: true, Tid: true, Time: true,
+			CPU: true, Period: true, Callchain: o.Callchain},
+		Options: perf.Options{Disabled: true, SampleIDAll: true, UseClockID: true, ExcludeGuest: true},
+		ClockID: unix.CLOCK_MONOTONIC,
+	}
+	freq := o.Freq
+	if freq == 0 {
+		freq = DefaultSampleFreq
+	}
+	a.SetSampleFreq(freq)
+	return a
 }
 
 // Attrs returns the attrs to write the stream under, with the ids its
