@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/perfdata"
 	"golang.org/x/sys/unix"
 )
@@ -291,7 +292,7 @@ func (b *BPF) pass(ctx context.Context, d *dump, prog *ebpf.Program, pids []int,
 func (b *BPF) passEach(ctx context.Context, d *dump, prog *ebpf.Program, pids []int, add func([]byte) error) error {
 	for _, pid := range pids {
 		err := b.runIter(ctx, d, prog, pid, add)
-		if errors.Is(err, errNoProcess) {
+		if errors.Is(err, bpfiter.ErrNoProcess) {
 			d.skip(pid)
 			continue
 		}
@@ -305,7 +306,7 @@ func (b *BPF) passEach(ctx context.Context, d *dump, prog *ebpf.Program, pids []
 // runIter reads one iterator instance with bounded reads, draining every
 // ring after each read so that no ring can overflow.
 func (b *BPF) runIter(ctx context.Context, d *dump, prog *ebpf.Program, pid int, add func([]byte) error) error {
-	it, err := openIter(prog, pid)
+	it, err := bpfiter.Open(prog, pid)
 	if err != nil {
 		return fmt.Errorf("open %s iterator: %w", prog, err)
 	}

@@ -3,13 +3,11 @@ package synth
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 
-	"github.com/cilium/ebpf"
 	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/elfnote"
 	"golang.org/x/sys/unix"
 )
@@ -39,7 +37,7 @@ func (b *BPF) buildIDPass(ctx context.Context, d *dump) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := drainIter(b.objs.BuildIdsPrepass, pid); err != nil {
+		if err := bpfiter.Drain(b.objs.BuildIdsPrepass, pid); err != nil {
 			return err
 		}
 	}
@@ -51,22 +49,6 @@ func (b *BPF) buildIDPass(ctx context.Context, d *dump) error {
 		return err
 	}
 	return b.countCache(d)
-}
-
-// drainIter runs an iterator that emits nothing to its end.
-func drainIter(prog *ebpf.Program, pid int) error {
-	it, err := openIter(prog, pid)
-	if err != nil {
-		if errors.Is(err, errNoProcess) {
-			return nil
-		}
-		return fmt.Errorf("open %s iterator: %w", prog, err)
-	}
-	defer it.Close()
-	if _, err := io.Copy(io.Discard, it); err != nil {
-		return fmt.Errorf("read %s iterator: %w", prog, err)
-	}
-	return nil
 }
 
 // resolvePending reads the files the prepass could not, or that the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf/rlimit"
 	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/bpfiter"
 )
 
 // MethodFloor names the benchmark floor of a walk: it visits every VMA
@@ -47,7 +48,7 @@ func (f *floor) Dump(ctx context.Context, _ func([]byte) error) (Stats, error) {
 	if f.walk == WalkIter {
 		prog = f.objs.WalkVma
 	}
-	if err := drainIter(prog, 0); err != nil {
+	if err := bpfiter.Drain(prog, 0); err != nil {
 		return st, err
 	}
 	if err := f.objs.Walked.Get(&after); err != nil {

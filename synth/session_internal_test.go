@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -33,7 +34,7 @@ func TestSessionDropsStaleGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range injected {
-		if err := drainIter(s.b.objs.DumpTask, pid); err != nil {
+		if err := bpfiter.Drain(s.b.objs.DumpTask, pid); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,8 @@
-package synth
+// Package bpfiter runs BPF task and task_vma iterators: attached to every
+// task, or, through a raw BPF_LINK_CREATE, to the threads of one process
+// (cilium/ebpf's link.AttachIter has no task parameter), and read as the
+// seq_file they are.
+package bpfiter
 
 import (
 	"errors"
@@ -12,13 +16,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errNoProcess reports that a pid-scoped iterator could not be created
+// ErrNoProcess reports that a pid-scoped iterator could not be created
 // because the process is gone.
-var errNoProcess = errors.New("no such process")
+var ErrNoProcess = errors.New("no such process")
 
-// openIter attaches prog as a seq_file iterator and opens one instance of
-// it. pid 0 walks every task; otherwise only the threads of process pid.
-func openIter(prog *ebpf.Program, pid int) (io.ReadCloser, error) {
+// Open attaches prog, a task or task_vma iterator program, and opens one
+// instance of it: a seq_file whose reads run the program. pid 0 walks
+// every task; otherwise only the threads of process pid.
+func Open(prog *ebpf.Program, pid int) (io.ReadCloser, error) {
 	var (
 		it  *link.Iter
 		err error
@@ -57,11 +62,6 @@ type bpfLinkCreateIterAttr struct {
 	_           [36]byte
 }
 
-const (
-	bpfLinkCreate = 28 // enum bpf_cmd BPF_LINK_CREATE
-	bpfTraceIter  = 28 // enum bpf_attach_type BPF_TRACE_ITER
-)
-
 // attachTaskIter links a task or task_vma iterator to the threads of one
 // process. cilium/ebpf's link.AttachIter has no task parameter, so the
 // link is created here and handed to cilium/ebpf.
@@ -71,16 +71,16 @@ func attachTaskIter(prog *ebpf.Program, pid int) (*link.Iter, error) {
 	info := &bpfIterLinkInfoTask{Pid: uint32(pid)}
 	attr := &bpfLinkCreateIterAttr{
 		ProgFd:      uint32(prog.FD()),
-		AttachType:  bpfTraceIter,
+		AttachType:  unix.BPF_TRACE_ITER,
 		IterInfo:    uint64(uintptr(unsafe.Pointer(info))),
 		IterInfoLen: uint32(unsafe.Sizeof(*info)),
 	}
-	fd, _, errno := unix.Syscall(unix.SYS_BPF, bpfLinkCreate,
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_CREATE,
 		uintptr(unsafe.Pointer(attr)), unsafe.Sizeof(*attr))
 	runtime.KeepAlive(info)
 	if errno != 0 {
 		if errno == unix.ESRCH || errno == unix.ENOENT {
-			return nil, fmt.Errorf("pid %d: %w", pid, errNoProcess)
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 		}
 		return nil, fmt.Errorf("link iterator to pid %d: %w", pid, errno)
 	}
@@ -94,4 +94,21 @@ func attachTaskIter(prog *ebpf.Program, pid int) (*link.Iter, error) {
 		return nil, fmt.Errorf("link %d is a %T, not an iterator", fd, l)
 	}
 	return it, nil
+}
+
+// Drain runs an iterator that emits nothing to its end. A process that is
+// gone is not an error: there was nothing to walk.
+func Drain(prog *ebpf.Program, pid int) error {
+	it, err := Open(prog, pid)
+	if err != nil {
+		if errors.Is(err, ErrNoProcess) {
+			return nil
+		}
+		return fmt.Errorf("open %s iterator: %w", prog, err)
+	}
+	defer it.Close()
+	if _, err := io.Copy(io.Discard, it); err != nil {
+		return fmt.Errorf("read %s iterator: %w", prog, err)
+	}
+	return nil
 }
