@@ -21,6 +21,9 @@ type dump struct {
 	start      time.Time
 	stats      Stats
 	ident      uint64 // sample_id_all identifier, with SampleIdentifier
+	// trailed says addVMA's records come with their trailers: the maple
+	// walk's hold appends them as it keeps the records, saving a copy.
+	trailed bool
 
 	arena  []byte              // thread records of all processes
 	groups map[uint32][]span   // tgid -> its thread records in arena
@@ -103,6 +106,10 @@ func (d *dump) addVMA(rec []byte) error {
 	}
 	d.stats.Mappings++
 	d.countFile(rec)
+	if d.trailed {
+		d.stats.Records++
+		return d.emit(rec)
+	}
 	return d.write(rec)
 }
 

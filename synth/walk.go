@@ -68,8 +68,11 @@ type walkHold struct {
 // holdBlock is the size of a block of held records.
 const holdBlock = 1 << 20
 
-// A record is at most a whole struct synth_mmap2 long.
-var _ = [holdBlock - maxRecordBytes]struct{}{}
+// maxTrailer bounds a sample_id_all trailer: every field of it.
+const maxTrailer = 6 * 8
+
+// A record is at most a whole struct synth_mmap2 long, with its trailer.
+var _ = [holdBlock - maxRecordBytes - maxTrailer]struct{}{}
 
 // holdLoc is where a held record is: a block and a range in it.
 type holdLoc struct {
@@ -108,7 +111,7 @@ func (h *walkHold) add(rec []byte) error {
 }
 
 func (h *walkHold) keep(rec []byte) {
-	if h.used == 0 || len(h.blocks[h.used-1])+len(rec) > holdBlock {
+	if h.used == 0 || len(h.blocks[h.used-1])+len(rec)+maxTrailer > holdBlock {
 		if h.used == len(h.blocks) {
 			h.blocks = append(h.blocks, make([]byte, 0, holdBlock))
 		}
@@ -120,8 +123,14 @@ func (h *walkHold) keep(rec []byte) {
 		h.putCur()
 		h.curPid, h.cur = pid, h.procs[pid]
 	}
-	h.cur = append(h.cur, holdLoc{int32(h.used - 1), uint32(len(*b)), uint32(len(rec))})
+	// The record is kept with its sample_id_all trailer (dump.trailed),
+	// so that writing it out is no further copy.
+	off := len(*b)
 	*b = append(*b, rec...)
+	*b = perfdata.AppendSampleID(*b, h.d.sampleType, h.d.sampleID(recPid(rec), recTid(rec)))
+	n := len(*b) - off
+	binary.NativeEndian.PutUint16((*b)[off+6:], uint16(n))
+	h.cur = append(h.cur, holdLoc{int32(h.used - 1), uint32(off), uint32(n)})
 }
 
 // putCur stores the list of the process whose records keep is adding:
@@ -292,6 +301,7 @@ func (b *BPF) readMaple(ctx context.Context, d *dump) error {
 	}
 	h := b.hold
 	h.reset(d)
+	d.trailed = true
 	if err := b.pass(ctx, d, b.objs.DumpTasks, b.opts.Pids, h.add); err != nil {
 		return err
 	}
