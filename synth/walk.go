@@ -142,17 +142,23 @@ func (h *walkHold) putCur() {
 	}
 }
 
-// synthWalk mirrors struct synth_walk after its synth_hdr.
+// synthWalk is struct synth_walk; the offsets of its fields after the
+// synth_hdr come from the generated layout, as mmap2Next's do.
 type synthWalk = synthbpf.SynthSynthWalk
+
+var (
+	walkHdr    = unsafe.Offsetof(synthWalk{}.Header)
+	walkStatus = int(unsafe.Offsetof(synthWalk{}.Status) - walkHdr)
+	walkSize   = int(unsafe.Sizeof(synthWalk{}) - walkHdr)
+)
 
 // end takes the record that closes a process's walk, or a chunk of it.
 func (h *walkHold) end(rec []byte) error {
-	const hdr = int(hdrSize)
-	if len(rec) < binary.Size(synthWalk{})-hdr {
+	if len(rec) < walkSize {
 		return fmt.Errorf("walk record of %d bytes", len(rec))
 	}
 	pid := recPid(rec)
-	switch status := binary.NativeEndian.Uint32(rec[16:]); status {
+	switch status := binary.NativeEndian.Uint32(rec[walkStatus:]); status {
 	case walkDone:
 	case walkMore:
 		h.resume = append(h.resume, int(pid))
