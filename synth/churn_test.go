@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/perfdata"
@@ -68,6 +69,10 @@ func TestSessionChurn(t *testing.T) {
 			collect(t, genOf(rec.Gen), &rec, st)
 		}
 		dups = append(dups, s.LastDump().Duplicates)
+		// A generation's live window runs until the next dump starts.
+		// A dump now takes about a millisecond: leave the churn time
+		// to show in every window.
+		time.Sleep(5 * time.Millisecond)
 	}
 	readFlushed(t, s, func(rec *synth.Record) { collect(t, genOf(rec.Gen), rec, st) })
 	for g := uint64(1); g <= dumps; g++ {
