@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/bpfiter"
-	"github.com/synth-dev/synth/perfdata"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,8 +45,11 @@ type BPF struct {
 	// objects emit up to chunk bytes each.
 	readBuf, iterBuf, walkBuf []byte
 	chunk                     uint32
-	round                     round
-	hold                      *walkHold // the maple walk's records, kept between dumps for their memory
+	// round is the Session's, between dumps; rounds are the
+	// pipeline's (see pipeline).
+	round  round
+	rounds [2]round
+	hold   *walkHold // the maple walk's records, kept between dumps for their memory
 	// prev is the last whole MMAP2 record delivered, and next the one a
 	// short record of the maple walk expands into (see expandNext).
 	prev, next []byte
@@ -297,73 +298,6 @@ func (b *BPF) passEach(ctx context.Context, d *dump, prog *ebpf.Program, pids []
 			continue
 		}
 		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// runIter reads one iterator instance with bounded reads, draining every
-// ring after each read so that no ring can overflow.
-func (b *BPF) runIter(ctx context.Context, d *dump, prog *ebpf.Program, pid int, add func([]byte) error) error {
-	it, err := bpfiter.Open(prog, pid)
-	if err != nil {
-		return fmt.Errorf("open %s iterator: %w", prog, err)
-	}
-	defer it.Close()
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n, rerr := it.Read(b.readBuf)
-		d.stats.Reads++
-		if err := b.deliver(d, add); err != nil {
-			return err
-		}
-		if rerr == io.EOF || (rerr == nil && n == 0) {
-			return nil
-		}
-		if rerr != nil {
-			return fmt.Errorf("read %s iterator: %w", prog, rerr)
-		}
-	}
-}
-
-// deliver drains the rings and hands the current generation's records to
-// add in emission order.
-//
-// The output rings are drained before the side-band rings: a live record
-// that precedes a synthesized one in time was in its ring before the
-// synthesized one was written (the kernel writes it under the mmap write
-// lock, the programs read under the read lock), so it is then in the
-// deduper before keepSynth judges the synthesized one.
-func (b *BPF) deliver(d *dump, add func([]byte) error) error {
-	r := &b.round
-	r.reset()
-	if err := b.rings.drain(b.rings.out, r.addOut); err != nil {
-		return err
-	}
-	if err := b.rings.drain(b.rings.live, r.addLive); err != nil {
-		return err
-	}
-	d.stats.Lost += r.lost
-	r.lost = 0
-	for _, rec := range r.sorted() {
-		raw := r.bytes(rec)
-		switch recType(raw) {
-		case perfdata.RecordMmap2:
-			b.prev = append(b.prev[:0], raw...)
-		case recordMmap2Next:
-			var err error
-			if b.next, err = expandNext(b.next, b.prev, raw); err != nil {
-				return err
-			}
-			raw = b.next
-		}
-		if !b.dd.keepSynth(raw, rec.gen, rec.time) {
-			continue
-		}
-		if err := add(raw); err != nil {
 			return err
 		}
 	}

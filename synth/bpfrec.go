@@ -43,11 +43,20 @@ type round struct {
 	arena []byte
 	recs  []bpfRecord
 	lost  uint64 // PERF_RECORD_LOST counts seen in the output rings
+	// held, when set, makes addLive keep the live records (in liveArena,
+	// at liveEnds) for passLive, instead of handing them to live at
+	// once: a pipelined round is drained on one goroutine and handled
+	// on another.
+	held      bool
+	liveArena []byte
+	liveEnds  []int
 }
 
 func (r *round) reset() {
 	r.arena = r.arena[:0]
 	r.recs = r.recs[:0]
+	r.liveArena = r.liveArena[:0]
+	r.liveEnds = r.liveEnds[:0]
 }
 
 // addOut takes one record of a BPF output ring, header included: the
@@ -72,7 +81,25 @@ func (r *round) addLive(_ int, rec []byte) error {
 	if r.live == nil {
 		return nil
 	}
+	if r.held {
+		r.liveArena = append(r.liveArena, rec...)
+		r.liveEnds = append(r.liveEnds, len(r.liveArena))
+		return nil
+	}
 	return r.live(rec)
+}
+
+// passLive hands the live records a held round kept to live, in the
+// order they were drained.
+func (r *round) passLive() error {
+	start := 0
+	for _, end := range r.liveEnds {
+		if err := r.live(r.liveArena[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
 }
 
 // addBPF unwraps the records the programs emitted from a RAW sample: one
