@@ -238,7 +238,7 @@ static __always_inline void fill_file(struct synth_mmap2 *r, struct file *file,
 	if (synth_flags & SYNTH_CFG_BUILDID) {
 		id = bpf_map_lookup_elem(&build_ids, &k);
 		if (!id)
-			pend(&k, r->pid, vma->vm_start, vma->vm_end, SYNTH_PEND_NEW);
+			pend(&k, r->pid, vma->vm_start, vma->vm_end);
 	}
 	fill_ident(r, &k, id);
 }

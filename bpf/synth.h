@@ -42,42 +42,35 @@
 #define SYNTH_BUILD_ID_SIZE 20
 
 /* Key of the build-ID cache. It names a file's contents for as long as
- * the file is not replaced: a new file on the same inode number gets a
- * new generation or change time. */
+ * they do not change: a new file on the same inode number gets a new
+ * generation or change time, and a write changes the modification time
+ * (a write through a shared mapping when the page is made writable; on
+ * tmpfs, whose pages stay writable, userspace does not cache at all). */
 struct synth_file_key {
 	__u64 ino;
 	__s64 ctime_sec;
+	__s64 mtime_sec;
 	__u32 dev; /* kernel dev_t: major << 20 | minor */
 	__u32 ctime_nsec;
+	__u32 mtime_nsec;
 	__u32 generation;
-	__u32 pad;
 };
 
-/* Where a build ID came from. */
-#define SYNTH_BID_BPF 1  /* read by the BPF prepass */
-#define SYNTH_BID_USER 2 /* read by userspace through /proc/PID/map_files */
-
-/* Value of the build-ID cache; size 0: the file has no GNU build ID. */
+/* Value of the build-ID cache; size 0: the file has no GNU build ID.
+ * Userspace reads every build ID from the file itself and writes it
+ * here; the programs only look it up. */
 struct synth_build_id {
 	__u8 size;
-	__u8 source;
-	__u8 pad[2];
+	__u8 pad[3];
 	__u8 id[SYNTH_BUILD_ID_SIZE];
 };
 
-/* Why the prepass left a file to userspace. */
-#define SYNTH_PEND_OFFSET 1 /* mapped only at a non-zero offset here */
-#define SYNTH_PEND_FAULT 2  /* reading the process's memory failed */
-#define SYNTH_PEND_RANGE 3  /* headers or notes outside the mapping */
-#define SYNTH_PEND_CLASS 4  /* not a 64-bit ELF */
-#define SYNTH_PEND_MANY 5   /* more candidates in one process than a pass takes */
-#define SYNTH_PEND_NEW 6    /* not in the cache: the maple walk leaves all reading to userspace */
-
-/* A file the prepass could not read, and a mapping of it. */
+/* A file not in the cache, and a mapping of it for userspace to read it
+ * through (/proc/PID/map_files). */
 struct synth_pending {
 	__u64 start, end;
 	__u32 pid;
-	__u32 reason;
+	__u32 pad;
 };
 
 struct synth_hdr {

@@ -22,21 +22,6 @@ type SynthBatch struct {
 	Buf  [16384]uint8
 }
 
-type SynthCands struct {
-	_    structs.HostLayout
-	N    uint32
-	_    [4]byte
-	Last uint64
-	C    [64]struct {
-		_     structs.HostLayout
-		Key   SynthSynthFileKey
-		Start uint64
-		End   uint64
-	}
-	Id    SynthSynthBuildId
-	Notes [544]uint8
-}
-
 type SynthClaim struct {
 	_   structs.HostLayout
 	Gen uint64
@@ -87,21 +72,21 @@ type SynthResumeAt struct {
 }
 
 type SynthSynthBuildId struct {
-	_      structs.HostLayout
-	Size   uint8
-	Source uint8
-	Pad    [2]uint8
-	Id     [20]uint8
+	_    structs.HostLayout
+	Size uint8
+	Pad  [3]uint8
+	Id   [20]uint8
 }
 
 type SynthSynthFileKey struct {
 	_          structs.HostLayout
 	Ino        uint64
 	CtimeSec   int64
+	MtimeSec   int64
 	Dev        uint32
 	CtimeNsec  uint32
+	MtimeNsec  uint32
 	Generation uint32
-	Pad        uint32
 }
 
 type SynthSynthHdr struct {
@@ -159,11 +144,11 @@ type SynthSynthMmap2Next struct {
 }
 
 type SynthSynthPending struct {
-	_      structs.HostLayout
-	Start  uint64
-	End    uint64
-	Pid    uint32
-	Reason uint32
+	_     structs.HostLayout
+	Start uint64
+	End   uint64
+	Pid   uint32
+	Pad   uint32
 }
 
 type SynthSynthWalk struct {
@@ -190,7 +175,6 @@ type SynthSynthWalk struct {
 const (
 	SynthMapBatches              = "batches"
 	SynthMapBuildIds             = "build_ids"
-	SynthMapCandScratch          = "cand_scratch"
 	SynthMapClaims               = "claims"
 	SynthMapEvents               = "events"
 	SynthMapLastFiles            = "last_files"
@@ -198,16 +182,12 @@ const (
 	SynthMapPending              = "pending"
 	SynthMapResumes              = "resumes"
 	SynthMapScratch              = "scratch"
-	SynthProgBuildIdsPrepass     = "build_ids_prepass"
 	SynthProgDumpTask            = "dump_task"
 	SynthProgDumpTasks           = "dump_tasks"
 	SynthProgDumpVma             = "dump_vma"
 	SynthProgKernelText          = "kernel_text"
 	SynthProgWalkMaple           = "walk_maple"
 	SynthProgWalkVma             = "walk_vma"
-	SynthVarBidFound             = "bid_found"
-	SynthVarBidNone              = "bid_none"
-	SynthVarBidReads             = "bid_reads"
 	SynthVarChunkLimit           = "chunk_limit"
 	SynthVarFailTgid             = "fail_tgid"
 	SynthVarLastTid              = "last_tid"
@@ -266,38 +246,33 @@ type SynthSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthProgramSpecs struct {
-	BuildIdsPrepass *ebpf.ProgramSpec `ebpf:"build_ids_prepass"`
-	DumpTask        *ebpf.ProgramSpec `ebpf:"dump_task"`
-	DumpTasks       *ebpf.ProgramSpec `ebpf:"dump_tasks"`
-	DumpVma         *ebpf.ProgramSpec `ebpf:"dump_vma"`
-	KernelText      *ebpf.ProgramSpec `ebpf:"kernel_text"`
-	WalkMaple       *ebpf.ProgramSpec `ebpf:"walk_maple"`
-	WalkVma         *ebpf.ProgramSpec `ebpf:"walk_vma"`
+	DumpTask   *ebpf.ProgramSpec `ebpf:"dump_task"`
+	DumpTasks  *ebpf.ProgramSpec `ebpf:"dump_tasks"`
+	DumpVma    *ebpf.ProgramSpec `ebpf:"dump_vma"`
+	KernelText *ebpf.ProgramSpec `ebpf:"kernel_text"`
+	WalkMaple  *ebpf.ProgramSpec `ebpf:"walk_maple"`
+	WalkVma    *ebpf.ProgramSpec `ebpf:"walk_vma"`
 }
 
 // SynthMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthMapSpecs struct {
-	Batches     *ebpf.MapSpec `ebpf:"batches"`
-	BuildIds    *ebpf.MapSpec `ebpf:"build_ids"`
-	CandScratch *ebpf.MapSpec `ebpf:"cand_scratch"`
-	Claims      *ebpf.MapSpec `ebpf:"claims"`
-	Events      *ebpf.MapSpec `ebpf:"events"`
-	LastFiles   *ebpf.MapSpec `ebpf:"last_files"`
-	MwScratch   *ebpf.MapSpec `ebpf:"mw_scratch"`
-	Pending     *ebpf.MapSpec `ebpf:"pending"`
-	Resumes     *ebpf.MapSpec `ebpf:"resumes"`
-	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
+	Batches   *ebpf.MapSpec `ebpf:"batches"`
+	BuildIds  *ebpf.MapSpec `ebpf:"build_ids"`
+	Claims    *ebpf.MapSpec `ebpf:"claims"`
+	Events    *ebpf.MapSpec `ebpf:"events"`
+	LastFiles *ebpf.MapSpec `ebpf:"last_files"`
+	MwScratch *ebpf.MapSpec `ebpf:"mw_scratch"`
+	Pending   *ebpf.MapSpec `ebpf:"pending"`
+	Resumes   *ebpf.MapSpec `ebpf:"resumes"`
+	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // SynthVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthVariableSpecs struct {
-	BidFound             *ebpf.VariableSpec `ebpf:"bid_found"`
-	BidNone              *ebpf.VariableSpec `ebpf:"bid_none"`
-	BidReads             *ebpf.VariableSpec `ebpf:"bid_reads"`
 	ChunkLimit           *ebpf.VariableSpec `ebpf:"chunk_limit"`
 	FailTgid             *ebpf.VariableSpec `ebpf:"fail_tgid"`
 	LastTid              *ebpf.VariableSpec `ebpf:"last_tid"`
@@ -334,23 +309,21 @@ func (o *SynthObjects) Close() error {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthMaps struct {
-	Batches     *ebpf.Map `ebpf:"batches"`
-	BuildIds    *ebpf.Map `ebpf:"build_ids"`
-	CandScratch *ebpf.Map `ebpf:"cand_scratch"`
-	Claims      *ebpf.Map `ebpf:"claims"`
-	Events      *ebpf.Map `ebpf:"events"`
-	LastFiles   *ebpf.Map `ebpf:"last_files"`
-	MwScratch   *ebpf.Map `ebpf:"mw_scratch"`
-	Pending     *ebpf.Map `ebpf:"pending"`
-	Resumes     *ebpf.Map `ebpf:"resumes"`
-	Scratch     *ebpf.Map `ebpf:"scratch"`
+	Batches   *ebpf.Map `ebpf:"batches"`
+	BuildIds  *ebpf.Map `ebpf:"build_ids"`
+	Claims    *ebpf.Map `ebpf:"claims"`
+	Events    *ebpf.Map `ebpf:"events"`
+	LastFiles *ebpf.Map `ebpf:"last_files"`
+	MwScratch *ebpf.Map `ebpf:"mw_scratch"`
+	Pending   *ebpf.Map `ebpf:"pending"`
+	Resumes   *ebpf.Map `ebpf:"resumes"`
+	Scratch   *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *SynthMaps) Close() error {
 	return _SynthClose(
 		m.Batches,
 		m.BuildIds,
-		m.CandScratch,
 		m.Claims,
 		m.Events,
 		m.LastFiles,
@@ -365,9 +338,6 @@ func (m *SynthMaps) Close() error {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthVariables struct {
-	BidFound             *ebpf.Variable `ebpf:"bid_found"`
-	BidNone              *ebpf.Variable `ebpf:"bid_none"`
-	BidReads             *ebpf.Variable `ebpf:"bid_reads"`
 	ChunkLimit           *ebpf.Variable `ebpf:"chunk_limit"`
 	FailTgid             *ebpf.Variable `ebpf:"fail_tgid"`
 	LastTid              *ebpf.Variable `ebpf:"last_tid"`
@@ -388,18 +358,16 @@ type SynthVariables struct {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthPrograms struct {
-	BuildIdsPrepass *ebpf.Program `ebpf:"build_ids_prepass"`
-	DumpTask        *ebpf.Program `ebpf:"dump_task"`
-	DumpTasks       *ebpf.Program `ebpf:"dump_tasks"`
-	DumpVma         *ebpf.Program `ebpf:"dump_vma"`
-	KernelText      *ebpf.Program `ebpf:"kernel_text"`
-	WalkMaple       *ebpf.Program `ebpf:"walk_maple"`
-	WalkVma         *ebpf.Program `ebpf:"walk_vma"`
+	DumpTask   *ebpf.Program `ebpf:"dump_task"`
+	DumpTasks  *ebpf.Program `ebpf:"dump_tasks"`
+	DumpVma    *ebpf.Program `ebpf:"dump_vma"`
+	KernelText *ebpf.Program `ebpf:"kernel_text"`
+	WalkMaple  *ebpf.Program `ebpf:"walk_maple"`
+	WalkVma    *ebpf.Program `ebpf:"walk_vma"`
 }
 
 func (p *SynthPrograms) Close() error {
 	return _SynthClose(
-		p.BuildIdsPrepass,
 		p.DumpTask,
 		p.DumpTasks,
 		p.DumpVma,

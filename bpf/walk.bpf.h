@@ -204,7 +204,7 @@ static __always_inline bool walk_file(struct walk *c, struct vm_area_struct *vma
 			lf->id = *id;
 		else
 			/* Read in userspace, from the file, after the walk. */
-			pend(&lf->key, c->w->tgid, vma->vm_start, vma->vm_end, SYNTH_PEND_NEW);
+			pend(&lf->key, c->w->tgid, vma->vm_start, vma->vm_end);
 	}
 	n = walk_path(c->task, vma->vm_start, file, lf);
 	if (n <= 0 || n > SYNTH_PATH_MAX) {

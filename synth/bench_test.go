@@ -45,8 +45,8 @@ func BenchmarkDump(b *testing.B) {
 			}
 			b.ReportMetric(float64(st.Mappings), "mappings")
 			b.ReportMetric(float64(st.Records), "records")
-			b.ReportMetric(float64(first.ELFReads), "elf-reads-first")
-			b.ReportMetric(float64(st.ELFReads), "elf-reads-later")
+			b.ReportMetric(float64(first.FilesRead), "files-read-first")
+			b.ReportMetric(float64(st.FilesRead), "files-read-later")
 			b.ReportMetric(float64(first.Elapsed.Microseconds()), "first-µs")
 		})
 	}

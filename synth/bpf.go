@@ -32,9 +32,10 @@ type BPF struct {
 	objs  synthbpf.SynthObjects
 	rings *rings
 	gen   uint64
-	gate  *gateVMA  // the [vsyscall] area /proc shows for every process
-	text  kernelMap // the kernel text map; zero without kernel addresses
-	lost  uint64    // synth_lost already accounted for
+	ids   *idReader[synthbpf.SynthSynthFileKey] // reads the build IDs of files new to the cache
+	gate  *gateVMA                              // the [vsyscall] area /proc shows for every process
+	text  kernelMap                             // the kernel text map; zero without kernel addresses
+	lost  uint64                                // synth_lost already accounted for
 	// dd drops stale and duplicate synthesized records; a session feeds
 	// it the live records.
 	dd *deduper
@@ -68,7 +69,7 @@ func newBPF(opts Options, rc ringConfig) (*BPF, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	b := &BPF{opts: opts, dd: newDeduper(0)}
+	b := &BPF{opts: opts, dd: newDeduper(0), ids: newIDReader[synthbpf.SynthSynthFileKey](opts.BuildIDTimeout)}
 	if err := synthbpf.LoadSynthObjects(&b.objs, nil); err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			return nil, &PermissionError{Op: "load BPF programs", Err: err}
@@ -176,8 +177,7 @@ func (b *BPF) startDump(ctx context.Context, emit func(rec []byte) error) (*dump
 	err := b.read(ctx, d)
 	// A live record after the read cannot precede a synthesized one.
 	b.dd.end()
-	// The iterator walk writes as it reads.
-	r.done = err != nil || b.opts.Walk == WalkIter
+	r.done = err != nil
 	return r, err
 }
 
@@ -210,13 +210,7 @@ func (b *BPF) read(ctx context.Context, d *dump) error {
 			return err
 		}
 	}
-	var err error
-	if b.opts.Walk == WalkIter {
-		err = b.dumpIter(ctx, d)
-	} else {
-		err = b.readMaple(ctx, d)
-	}
-	if err != nil {
+	if err := b.readHeld(ctx, d); err != nil {
 		return err
 	}
 	var lost uint64
@@ -226,24 +220,6 @@ func (b *BPF) read(ctx context.Context, d *dump) error {
 	d.stats.Lost += lost - b.lost
 	b.lost = lost
 	return nil
-}
-
-// dumpIter is one dump with the task_vma iterator: the build-ID prepass,
-// the task pass, then the VMA pass.
-func (b *BPF) dumpIter(ctx context.Context, d *dump) error {
-	if !b.opts.NoBuildID {
-		if err := b.buildIDPass(ctx, d); err != nil {
-			return err
-		}
-	}
-	if err := b.pass(ctx, d, b.objs.DumpTask, b.opts.Pids, d.addTask); err != nil {
-		return err
-	}
-	live := d.tasksDone(b.opts.Pids)
-	if err := b.pass(ctx, d, b.objs.DumpVma, live, d.addVMA); err != nil {
-		return err
-	}
-	return d.finish()
 }
 
 // monotonicNow reads CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns()

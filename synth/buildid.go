@@ -1,111 +1,110 @@
 package synth
 
 import (
-	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
-	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/elfnote"
 	"golang.org/x/sys/unix"
-)
-
-// Build-ID sources, as struct synth_build_id.source says.
-const (
-	bidBPF  = 1
-	bidUser = 2
 )
 
 // cfgBuildID mirrors SYNTH_CFG_BUILDID.
 const cfgBuildID = 2
 
-// buildIDPass fills the build-ID cache: the BPF prepass reads every ELF
-// file mapped at offset 0 from process memory; what it left pending is
-// read here through /proc/PID/map_files.
-func (b *BPF) buildIDPass(ctx context.Context, d *dump) error {
-	var before, after uint64
-	if err := b.objs.BidReads.Get(&before); err != nil {
-		return fmt.Errorf("read build-id counters: %w", err)
-	}
-	pids := b.opts.Pids
-	if len(pids) == 0 {
-		pids = []int{0}
-	}
-	for _, pid := range pids {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := bpfiter.Drain(b.objs.BuildIdsPrepass, pid); err != nil {
-			return err
-		}
-	}
-	if err := b.objs.BidReads.Get(&after); err != nil {
-		return fmt.Errorf("read build-id counters: %w", err)
-	}
-	d.stats.ELFReads = int(after - before)
-	if _, err := b.resolvePending(d, nil); err != nil {
-		return err
-	}
-	return b.countCache(d)
-}
+// DefaultBuildIDTimeout is how long a dump waits for the build IDs of
+// files new to the cache when Options.BuildIDTimeout is 0.
+const DefaultBuildIDTimeout = 2 * time.Second
 
-// resolvePending reads the files the prepass could not, or that the
-// maple walk found new, and caches the result (no build ID included) so
-// they are read once. It returns the build IDs it found, by file.
+// buildIDMax is the largest build ID an MMAP2 record holds.
+const buildIDMax = elfnote.MaxBuildID
+
+// Filesystems whose pages a shared mapping can change without a new
+// modification time: the page stays writable once written, as there is
+// no writeback to write-protect it again (statfs(2) f_type).
+const (
+	tmpfsMagic     = 0x01021994
+	ramfsMagic     = 0x858458f6
+	hugetlbfsMagic = 0x958458f6
+)
+
+// resolvePending reads the build IDs of the files the walk noted as new
+// to the cache, from the files themselves, and caches them (no build ID
+// included) unless their contents may change unseen. It returns the
+// build IDs it found, by file.
 //
-// others, when set, names other mappings of a file: the mapping noted
-// for it may be gone by now (a short-lived child that mapped it first),
-// and the file is then read through another process's.
+// others names other mappings of a file: the mapping noted for it may
+// be gone by now (a short-lived child that mapped it first), and the
+// file is then read through another process's.
 func (b *BPF) resolvePending(d *dump, others func(fileIdent) []mappingAt) (map[fileIdent][]byte, error) {
+	type job struct {
+		key  synthbpf.SynthSynthFileKey
+		read *idRead
+	}
 	var (
-		key     synthbpf.SynthSynthFileKey
-		pend    synthbpf.SynthSynthPending
-		done    []synthbpf.SynthSynthFileKey
-		id      synthbpf.SynthSynthBuildId
-		entries = b.objs.Pending.Iterate()
-		found   map[fileIdent][]byte
+		key  synthbpf.SynthSynthFileKey
+		pend synthbpf.SynthSynthPending
+		jobs []job
+		it   = b.objs.Pending.Iterate()
 	)
-	for entries.Next(&key, &pend) {
-		done = append(done, key)
-		if b.objs.BuildIds.Lookup(&key, &id) == nil {
-			continue // read by BPF from another mapping
+	for it.Next(&key, &pend) {
+		tries := append([]mappingAt{{int(pend.Pid), pend.Start, pend.End}}, others(identOfKey(&key))...)
+		k := key
+		jobs = append(jobs, job{k, b.ids.start(k, func() idResult { return readBuildIDOf(&k, tries) })})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read pending build ids: %w", err)
+	}
+	expired := make(chan struct{})
+	t := time.AfterFunc(b.ids.timeout, func() { close(expired) })
+	defer t.Stop()
+	var found map[fileIdent][]byte
+	for _, j := range jobs {
+		// A file not read in time is not cached: the next dump's walk
+		// notes it again, and takes the result of this read if it has
+		// ended by then.
+		if b.objs.Pending.Delete(&j.key) != nil {
+			return nil, errors.New("delete pending build id")
 		}
-		bid, ok := readMappedBuildID(int(pend.Pid), pend.Start, pend.End, &key)
-		if !ok && others != nil {
-			for _, m := range others(identOfKey(&key)) {
-				if bid, ok = readMappedBuildID(m.pid, m.start, m.end, &key); ok {
-					break
-				}
+		res, ok := b.ids.wait(j.key, j.read, expired)
+		if !ok {
+			d.stats.BuildIDTimeouts++
+			continue
+		}
+		if !res.read {
+			continue // gone or changed: the next dump tries again
+		}
+		d.stats.FilesRead++
+		if !res.volatile {
+			id := synthbpf.SynthSynthBuildId{Size: uint8(len(res.id))}
+			copy(id.Id[:], res.id)
+			if err := b.objs.BuildIds.Put(&j.key, &id); err != nil {
+				return nil, fmt.Errorf("cache build id: %w", err)
 			}
 		}
-		if !ok {
-			continue // gone or replaced: try again next dump
-		}
-		id = synthbpf.SynthSynthBuildId{Size: uint8(len(bid)), Source: bidUser}
-		copy(id.Id[:], bid)
-		if err := b.objs.BuildIds.Put(&key, &id); err != nil {
-			return nil, fmt.Errorf("cache build id: %w", err)
-		}
-		if len(bid) > 0 {
-			d.stats.BuildIDsUser++
+		if len(res.id) > 0 {
+			d.stats.BuildIDsRead++
 			if found == nil {
 				found = make(map[fileIdent][]byte)
 			}
-			found[identOfKey(&key)] = bid
+			found[identOfKey(&j.key)] = res.id
 		}
-	}
-	if err := entries.Err(); err != nil {
-		return nil, fmt.Errorf("read pending build ids: %w", err)
-	}
-	for i := range done {
-		b.objs.Pending.Delete(&done[i])
 	}
 	return found, nil
 }
 
-// countCache counts the files in the build-ID cache with an ID, by source.
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// countCache counts the files in the build-ID cache with an ID.
 func (b *BPF) countCache(d *dump) error {
 	var (
 		key synthbpf.SynthSynthFileKey
@@ -113,12 +112,8 @@ func (b *BPF) countCache(d *dump) error {
 		it  = b.objs.BuildIds.Iterate()
 	)
 	for it.Next(&key, &id) {
-		switch {
-		case id.Size == 0:
-		case id.Source == bidBPF:
-			d.stats.CachedBPF++
-		case id.Source == bidUser:
-			d.stats.CachedUser++
+		if id.Size > 0 {
+			d.stats.Cached++
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -127,34 +122,150 @@ func (b *BPF) countCache(d *dump) error {
 	return nil
 }
 
-// readMappedBuildID reads the build ID of the file mapped at [start, end)
-// in process pid through /proc/PID/map_files, which reaches files in
-// other mount namespaces and deleted files, and checks that it is still
-// the file the key names. ok is false when it could not be read.
-func readMappedBuildID(pid int, start, end uint64, key *synthbpf.SynthSynthFileKey) (id []byte, ok bool) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, start, end))
+// idReader reads build IDs from files, each file on a goroutine of its
+// own, so that a read that blocks (a FUSE server that does not answer,
+// a network filesystem) holds up neither the dump nor the other files.
+// A dump waits for its reads until a deadline; a read still running then
+// is left behind, and its result serves a later dump that notes the file
+// again. At most one read per file runs at a time, and at most
+// maxIDReads of them within their first timeout.
+type idReader[K comparable] struct {
+	mu      sync.Mutex
+	running map[K]*idRead
+	slots   chan struct{}
+	timeout time.Duration
+}
+
+// maxIDReads bounds the reads that run at once.
+const maxIDReads = 16
+
+// idRead is one read of a file's build ID.
+type idRead struct {
+	done chan struct{}
+	res  idResult // set before done is closed
+}
+
+type idResult struct {
+	id []byte
+	// read: the file was read through; id is its build ID, or nil for
+	// none. Otherwise no mapping led to the file as the key names it.
+	read bool
+	// volatile: the file's contents may change without a new key
+	// (tmpfs): the result is not cached.
+	volatile bool
+}
+
+func newIDReader[K comparable](timeout time.Duration) *idReader[K] {
+	return &idReader[K]{
+		running: make(map[K]*idRead),
+		slots:   make(chan struct{}, maxIDReads),
+		timeout: cmpOr(timeout, DefaultBuildIDTimeout),
+	}
+}
+
+// start starts read, the read of the file key names, unless a read of
+// it runs already.
+func (r *idReader[K]) start(key K, read func() idResult) *idRead {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rd, ok := r.running[key]; ok {
+		return rd
+	}
+	rd := &idRead{done: make(chan struct{})}
+	r.running[key] = rd
+	go func() {
+		r.slots <- struct{}{}
+		// A read that blocks gives its slot up after the timeout.
+		var once sync.Once
+		release := func() { once.Do(func() { <-r.slots }) }
+		t := time.AfterFunc(r.timeout, release)
+		rd.res = read()
+		t.Stop()
+		release()
+		close(rd.done)
+	}()
+	return rd
+}
+
+// wait returns the result of rd, or false when expired is closed first.
+// A finished read is forgotten: the next start reads the file anew.
+func (r *idReader[K]) wait(key K, rd *idRead, expired <-chan struct{}) (idResult, bool) {
+	select {
+	case <-rd.done:
+	case <-expired:
+		select {
+		case <-rd.done:
+		default:
+			return idResult{}, false
+		}
+	}
+	r.mu.Lock()
+	if r.running[key] == rd {
+		delete(r.running, key)
+	}
+	r.mu.Unlock()
+	return rd.res, true
+}
+
+// readBuildIDOf reads the build ID of the file key names through the
+// first of tries whose /proc/PID/map_files entry still leads to it (the
+// entry reaches files in other mount namespaces, and deleted files).
+func readBuildIDOf(key *synthbpf.SynthSynthFileKey, tries []mappingAt) idResult {
+	for _, m := range tries {
+		if res, ok := readMapped(m, key); ok {
+			return res
+		}
+	}
+	return idResult{}
+}
+
+func readMapped(m mappingAt, key *synthbpf.SynthSynthFileKey) (idResult, bool) {
+	return readMappedIf(m, func(st *unix.Stat_t) bool { return sameFile(st, key) })
+}
+
+// readMappedIf reads the build ID of the file mapped at m, if is says
+// that what the mapping leads to is the file wanted, before and after.
+func readMappedIf(m mappingAt, is func(*unix.Stat_t) bool) (idResult, bool) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", m.pid, m.start, m.end))
 	if err != nil {
-		return nil, false
+		return idResult{}, false
 	}
 	defer f.Close()
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, false
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || !is(&st) {
+		return idResult{}, false
 	}
-	dev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)
-	if st.Ino != key.Ino || uint32(dev) != key.Dev {
-		return nil, false
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
+		return idResult{}, false
 	}
-	// Not ELF, or malformed (an error): no build ID we can trust.
-	id, err = elfnote.BuildID(f, st.Size)
-	if err != nil || len(id) > buildIDMax {
-		id = nil
+	id, err := elfnote.BuildID(f, st.Size)
+	var fe *elfnote.FormatError
+	switch {
+	case err == nil, errors.Is(err, elfnote.ErrNotELF), errors.As(err, &fe):
+	default:
+		return idResult{}, false // an I/O error: unknown, not "none"
 	}
-	return id, true
+	// The contents must not have changed while they were read.
+	var after unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &after) != nil || !is(&after) {
+		return idResult{}, false
+	}
+	switch uint32(fs.Type) {
+	case tmpfsMagic, ramfsMagic, hugetlbfsMagic:
+		return idResult{id: id, read: true, volatile: true}, true
+	}
+	return idResult{id: id, read: true}, true
 }
 
-// buildIDMax is the largest build ID an MMAP2 record holds.
-const buildIDMax = 20
+// sameFile reports whether st is the file, with the contents, that key
+// names.
+func sameFile(st *unix.Stat_t, key *synthbpf.SynthSynthFileKey) bool {
+	dev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)
+	return st.Ino == key.Ino && uint32(dev) == key.Dev &&
+		st.Ctim.Sec == key.CtimeSec && uint32(st.Ctim.Nsec)&(1<<30-1) == key.CtimeNsec &&
+		st.Mtim.Sec == key.MtimeSec && uint32(st.Mtim.Nsec) == key.MtimeNsec
+}
 
 // kernelBuildID reads the running kernel's build ID from /sys/kernel/notes.
 func kernelBuildID() []byte {
@@ -162,9 +273,5 @@ func kernelBuildID() []byte {
 	if err != nil {
 		return nil
 	}
-	id := elfnote.FromNotes(b, binary.NativeEndian)
-	if len(id) > buildIDMax {
-		return nil
-	}
-	return id
+	return elfnote.FromNotes(b, binary.NativeEndian)
 }

@@ -19,6 +19,12 @@ type Options struct {
 	// NoBuildID writes every MMAP2 record with maj/min/ino instead of
 	// the build ID of its file.
 	NoBuildID bool
+	// BuildIDTimeout bounds how long a dump waits for the build IDs of
+	// files new to the cache, read from the files in userspace; 0 means
+	// DefaultBuildIDTimeout. A file not read in time (its reads block)
+	// is identified by maj/min/ino, counted in Stats.BuildIDTimeouts,
+	// and tried again by the next dump.
+	BuildIDTimeout time.Duration
 	// NoLive dumps with the BPF method without the live side-band: a
 	// mapping made while the dump runs may then be missed. Comparisons
 	// use it to measure what the side-band costs.
@@ -116,8 +122,12 @@ type Stats struct {
 
 	FileMappings    int // MMAP2 records of file-backed mappings
 	BuildIDMappings int // of which carry a build ID
-	ELFReads        int // ELF headers the BPF prepass read in this dump
-	BuildIDsUser    int // files whose build ID userspace read in this dump
-	CachedBPF       int // files in the build-ID cache with an ID read by BPF
-	CachedUser      int // files in the build-ID cache with an ID read by userspace
+	FilesRead       int // files new to the build-ID cache read in this dump
+	BuildIDsRead    int // of which have a build ID
+	// BuildIDTimeouts are files whose build ID was not read within
+	// Options.BuildIDTimeout (reads that block: FUSE, network
+	// filesystems): their mappings are identified by maj/min/ino, and a
+	// later dump tries again.
+	BuildIDTimeouts int
+	Cached          int // files in the build-ID cache with a build ID
 }

@@ -28,6 +28,7 @@ type procMethod struct {
 	threads int
 	read    procReader
 	text    kernelMap
+	ids     *procIDs // build IDs read from the files; nil: none
 }
 
 func newProcMethod(name string, opts Options, threads int, read procReader) (*procMethod, error) {
@@ -58,6 +59,9 @@ type procResult struct {
 func (m *procMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
 	d := newDump(m.opts, emit, nil)
 	d.stats.Method = m.name
+	if m.ids != nil {
+		m.ids.begin()
+	}
 	if err := d.kernelMaps(m.text); err != nil {
 		return d.stats, err
 	}
@@ -88,6 +92,9 @@ func (m *procMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 		}
 		return nil
 	})
+	if m.ids != nil {
+		m.ids.end(&d.stats)
+	}
 	return d.finishStats(), err
 }
 
@@ -199,6 +206,9 @@ func (m *procMethod) mmap2(r *procResult, mp procMapping, pid uint32, st uint64)
 	}
 	if mp.Ino != 0 || mp.BuildID != nil {
 		r.files++
+	}
+	if mp.Ino != 0 && mp.BuildID == nil && m.ids != nil && !m.opts.NoBuildID {
+		mp.BuildID = m.ids.of(int(pid), &mp)
 	}
 	if mp.BuildID != nil && !m.opts.NoBuildID {
 		rec.BuildID = mp.BuildID

@@ -43,8 +43,9 @@ const (
 )
 
 // NewProcquery returns the procquery method: it asks the PROCMAP_QUERY
-// ioctl of /proc/PID/maps for each VMA, with the kernel's build ID of its
-// file, and reads task comms from /proc, with a pool of threads workers.
+// ioctl of /proc/PID/maps for each VMA, reads the build ID of each file
+// once per dump from the file (see procIDs), and reads task comms from
+// /proc, with a pool of threads workers.
 func NewProcquery(opts Options, threads int) (Method, error) {
 	if err := probeProcquery(); err != nil {
 		return nil, err
@@ -53,9 +54,14 @@ func NewProcquery(opts Options, threads int) (Method, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newProcMethod("procquery", opts, threads, func(pid int) ([]procMapping, error) {
+	m, err := newProcMethod("procquery", opts, threads, func(pid int) ([]procMapping, error) {
 		return queryMaps(pid, gate)
 	})
+	if err != nil {
+		return nil, err
+	}
+	m.ids = newProcIDs(opts.BuildIDTimeout)
+	return m, nil
 }
 
 // ErrNoProcquery reports a kernel without PROCMAP_QUERY (before 6.11).
@@ -80,25 +86,22 @@ func queryMaps(pid int, gate *gateVMA) ([]procMapping, error) {
 	var (
 		maps []procMapping
 		name = make([]byte, 4096)
-		bid  = make([]byte, buildIDMax)
 		q    procmapQuery
 	)
 	for addr := uint64(0); ; {
 		q = procmapQuery{
 			Size: uint64(unsafe.Sizeof(q)), QueryFlags: pmqCoveringOrNext, QueryAddr: addr,
 			VMANameSize: uint32(len(name)), VMANameAddr: uint64(uintptr(unsafe.Pointer(&name[0]))),
-			BuildIDSize: uint32(len(bid)), BuildIDAddr: uint64(uintptr(unsafe.Pointer(&bid[0]))),
 		}
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), uintptr(procmapQueryIoctl), uintptr(unsafe.Pointer(&q)))
 		runtime.KeepAlive(name)
-		runtime.KeepAlive(bid)
 		if errno == unix.ENOENT {
 			break // no VMA at or after addr
 		}
 		if errno != 0 {
 			return nil, fmt.Errorf("query maps of pid %d: %w", pid, errno)
 		}
-		maps = append(maps, toMapping(&q, name, bid))
+		maps = append(maps, toMapping(&q, name))
 		addr = q.VMAEnd
 	}
 	if gate != nil && len(maps) > 0 {
@@ -108,7 +111,7 @@ func queryMaps(pid int, gate *gateVMA) ([]procMapping, error) {
 	return maps, nil
 }
 
-func toMapping(q *procmapQuery, name, bid []byte) procMapping {
+func toMapping(q *procmapQuery, name []byte) procMapping {
 	m := procMapping{Mapping: procfs.Mapping{
 		Start: q.VMAStart, End: q.VMAEnd, Pgoff: q.VMAOffset, Ino: q.Inode,
 		Maj: q.DevMajor, Min: q.DevMinor, Shared: q.VMAFlags&pmqShared != 0,
@@ -120,9 +123,6 @@ func toMapping(q *procmapQuery, name, bid []byte) procMapping {
 	}
 	if q.VMANameSize > 1 {
 		m.Path = string(name[:q.VMANameSize-1]) // the size counts the NUL
-	}
-	if q.BuildIDSize > 0 && int(q.BuildIDSize) <= len(bid) {
-		m.BuildID = append([]byte{}, bid[:q.BuildIDSize]...)
 	}
 	return m
 }

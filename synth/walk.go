@@ -18,7 +18,7 @@ const (
 	// hold is read again with the iterator. The default.
 	WalkMaple = "maple"
 	// WalkIter reads every process with the kernel's task_vma
-	// iterator, and build IDs with a second, sleepable walk.
+	// iterator, the build IDs of new files read as with WalkMaple.
 	WalkIter = "iter"
 )
 
@@ -296,30 +296,25 @@ func identOfKey(k *synthbpf.SynthSynthFileKey) fileIdent {
 	return fileIdent{maj: k.Dev >> 20, min: k.Dev & (1<<20 - 1), ino: k.Ino, gen: uint64(k.Generation)}
 }
 
-// readMaple reads the host with the maple walk: one pass of dump_tasks
-// over the tasks, more chunks for processes too large for one, the
-// iterator for processes whose walk did not hold, then the build IDs of
-// files new to the cache, read in userspace from the files. The records
-// are held, for dumpRun.write.
-func (b *BPF) readMaple(ctx context.Context, d *dump) error {
+// readHeld reads the host's processes with the walk of the options,
+// holding their MMAP2 records, then reads the build IDs of files new to
+// the cache in userspace, from the files, and puts them into the held
+// records. The records are then written by dumpRun.write.
+func (b *BPF) readHeld(ctx context.Context, d *dump) error {
 	if b.hold == nil {
 		b.hold = newWalkHold()
 	}
 	h := b.hold
 	h.reset(d)
 	d.trailed = true
-	if err := b.pass(ctx, d, b.objs.DumpTasks, b.opts.Pids, h.add); err != nil {
-		return err
+	var err error
+	if b.opts.Walk == WalkIter {
+		err = b.readVMAIter(ctx, d, h)
+	} else {
+		err = b.readMaple(ctx, d, h)
 	}
-	d.tasksDone(b.opts.Pids)
-	if err := b.resumeWalks(ctx, d, h); err != nil {
+	if err != nil {
 		return err
-	}
-	d.stats.WalksInvalid = h.invalid
-	if len(h.fallback) > 0 {
-		if err := b.passEach(ctx, d, b.objs.DumpVma, h.fallback, h.addFallback); err != nil {
-			return err
-		}
 	}
 	if !b.opts.NoBuildID {
 		ids, err := b.resolvePending(d, h.mappingsOf)
@@ -333,6 +328,35 @@ func (b *BPF) readMaple(ctx context.Context, d *dump) error {
 	}
 	h.sortPids()
 	return nil
+}
+
+// readMaple reads the processes with the maple walk: one pass of
+// dump_tasks over the tasks, more chunks for processes too large for
+// one, and the task_vma iterator for processes whose walk did not hold.
+func (b *BPF) readMaple(ctx context.Context, d *dump, h *walkHold) error {
+	if err := b.pass(ctx, d, b.objs.DumpTasks, b.opts.Pids, h.add); err != nil {
+		return err
+	}
+	d.tasksDone(b.opts.Pids)
+	if err := b.resumeWalks(ctx, d, h); err != nil {
+		return err
+	}
+	d.stats.WalksInvalid = h.invalid
+	if len(h.fallback) == 0 {
+		return nil
+	}
+	return b.passEach(ctx, d, b.objs.DumpVma, h.fallback, h.addFallback)
+}
+
+// readVMAIter reads the processes with the task_vma iterator: a pass of
+// dump_task for the threads' FORK and COMM records, then one of
+// dump_vma for the MMAP2 records.
+func (b *BPF) readVMAIter(ctx context.Context, d *dump, h *walkHold) error {
+	if err := b.pass(ctx, d, b.objs.DumpTask, b.opts.Pids, d.addTask); err != nil {
+		return err
+	}
+	live := d.tasksDone(b.opts.Pids)
+	return b.pass(ctx, d, b.objs.DumpVma, live, h.addFallback)
 }
 
 // resumeWalks runs dump_tasks again, in resume mode, over each process

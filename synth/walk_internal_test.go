@@ -147,7 +147,7 @@ func TestBuildIDFromAnotherMapping(t *testing.T) {
 	if err := b.objs.BuildIds.Delete(&key); err != nil {
 		t.Fatal(err)
 	}
-	note := synthbpf.SynthSynthPending{Pid: uint32(gone.Process.Pid), Start: 0x10000, End: 0x11000, Reason: 6}
+	note := synthbpf.SynthSynthPending{Pid: uint32(gone.Process.Pid), Start: 0x10000, End: 0x11000}
 	if err := b.objs.Pending.Put(&key, &note); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		data      = fs.Bool("data", false, "include non-executable mappings, as perf record -d")
 		noKernel  = fs.Bool("no-kernel", false, "leave out the kernel and module maps")
 		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
+		bidWait   = fs.Duration("buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `DURATION` for the build IDs of files new to the cache; a file whose reads block past it (FUSE, NFS) gets none")
 		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
 		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
 		walk      = fs.String("walk", synth.WalkMaple, "bpf method: how to read each process's VMAs: `WALK` maple (lockless, validated) or iter (the task_vma iterator)")
@@ -30,7 +31,7 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N]")
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid] [--buildid-timeout D]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -43,7 +44,8 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "synth dump: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages, NoLive: *noLive, Walk: *walk}
+	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages, NoLive: *noLive, Walk: *walk,
+		BuildIDTimeout: *bidWait}
 	var err error
 	if opts.Pids, err = parsePids(*pids); err != nil {
 		fmt.Fprintf(stderr, "synth dump: --pid: %v\n", err)
@@ -85,12 +87,13 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		st.Elapsed.Round(10*time.Microsecond), time.Since(start).Round(100*time.Microsecond))
 	switch {
 	case *noBuildID || st.Method == synth.MethodProcmaps || st.Method == synth.MethodFloor:
-	case st.Method == synth.MethodProcquery:
-		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings, from PROCMAP_QUERY\n",
-			st.BuildIDMappings, st.FileMappings)
 	default:
-		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; files: %d from BPF, %d from userspace; read now: %d ELF headers in BPF, %d files in userspace\n",
-			st.BuildIDMappings, st.FileMappings, st.CachedBPF, st.CachedUser, st.ELFReads, st.BuildIDsUser)
+		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; %d files in the cache; read now: %d files, %d with a build ID\n",
+			st.BuildIDMappings, st.FileMappings, st.Cached, st.FilesRead, st.BuildIDsRead)
+	}
+	if st.BuildIDTimeouts > 0 {
+		fmt.Fprintf(stderr, "synth: warning: %d files not read within %v (their reads block): their mappings are identified by inode, without a build ID\n",
+			st.BuildIDTimeouts, *bidWait)
 	}
 	if st.Method == synth.MethodBPF && !*noLive {
 		fmt.Fprintf(stderr, "synth: live side-band: %d records while dumping, %d synthesized records dropped as reported live first\n",

@@ -77,18 +77,19 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 type summary struct {
 	method                             string
 	processes, mappings, records, lost int
-	buildIDs, fileMappings, elfReads   int
-	bpfFiles, userFiles, userReads     int
+	buildIDs, fileMappings             int
+	cached, filesRead, idsRead         int
 	hasBuildIDLine                     bool
+	idTimeouts                         int // files whose build ID was not read in time
 	live, duplicates                   int
 	hasLiveLine                        bool
 }
 
 var (
-	procqueryIDRE = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings, from PROCMAP_QUERY\n$`)
-	summaryRE     = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n`)
-	liveRE        = regexp.MustCompile(`synth: live side-band: (\d+) records while dumping, (\d+) synthesized records dropped as reported live first\n$`)
-	buildIDRE     = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings; files: (\d+) from BPF, (\d+) from userspace; read now: (\d+) ELF headers in BPF, (\d+) files in userspace\n$`)
+	idTimeoutRE = regexp.MustCompile(`synth: warning: (\d+) files not read within \S+ \(their reads block\): their mappings are identified by inode, without a build ID\n$`)
+	summaryRE   = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n`)
+	liveRE      = regexp.MustCompile(`synth: live side-band: (\d+) records while dumping, (\d+) synthesized records dropped as reported live first\n$`)
+	buildIDRE   = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings; (\d+) files in the cache; read now: (\d+) files, (\d+) with a build ID\n$`)
 )
 
 func parseSummary(t *testing.T, stderr string) summary {
@@ -109,19 +110,18 @@ func parseSummary(t *testing.T, stderr string) summary {
 		s.hasLiveLine = true
 		rest = rest[:l[0]]
 	}
-	if rest == "" {
-		return s
+	if l := idTimeoutRE.FindStringSubmatchIndex(rest); l != nil {
+		s.idTimeouts, _ = strconv.Atoi(rest[l[2]:l[3]])
+		rest = rest[:l[0]]
 	}
-	if pq := procqueryIDRE.FindStringSubmatch(rest); pq != nil {
-		s.buildIDs, s.fileMappings, s.hasBuildIDLine = n(pq, 1), n(pq, 2), true
+	if rest == "" {
 		return s
 	}
 	b := buildIDRE.FindStringSubmatch(rest)
 	if b == nil {
 		t.Fatalf("stderr after the summary is not the build-ID line: %q", rest)
 	}
-	s.buildIDs, s.fileMappings, s.bpfFiles, s.userFiles = n(b, 1), n(b, 2), n(b, 3), n(b, 4)
-	s.elfReads, s.userReads = n(b, 5), n(b, 6)
+	s.buildIDs, s.fileMappings, s.cached, s.filesRead, s.idsRead = n(b, 1), n(b, 2), n(b, 3), n(b, 4), n(b, 5)
 	s.hasBuildIDLine = true
 	return s
 }

@@ -1,9 +1,10 @@
 package testproc
 
 import (
+	"bufio"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -34,9 +35,47 @@ func Main() {
 	if spec.Churn {
 		go c.churn()
 	}
-	io.Copy(io.Discard, os.Stdin) // until the parent closes stdin
+	// Commands until the parent closes stdin.
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		if err := c.command(sc.Text()); err != nil {
+			fmt.Printf("error %v\n", err)
+			continue
+		}
+		fmt.Println("ok")
+	}
 	runtime.KeepAlive(c)
 	os.Exit(0)
+}
+
+// command runs one line of Proc.Poke: "poke I OFF HEX PROTECT" writes
+// the bytes HEX at OFF in the mapping of Spec.Maps[I]; with PROTECT 1,
+// the page is made writable first and read-execute again after.
+func (c *child) command(line string) error {
+	var i, off, protect int
+	var h string
+	if _, err := fmt.Sscanf(line, "poke %d %d %s %d", &i, &off, &h, &protect); err != nil {
+		return fmt.Errorf("command %q: %w", line, err)
+	}
+	data, err := hex.DecodeString(h)
+	if err != nil || i < 0 || i >= len(c.existing) {
+		return fmt.Errorf("command %q: bad arguments", line)
+	}
+	m := c.existing[i]
+	if off < 0 || off+len(data) > len(m) {
+		return fmt.Errorf("poke [%d, +%d) outside a %d-byte mapping", off, len(data), len(m))
+	}
+	pg := m[off&^(page-1) : (off+len(data)+page-1)&^(page-1)]
+	if protect == 1 {
+		if err := unix.Mprotect(pg, unix.PROT_READ|unix.PROT_WRITE); err != nil {
+			return err
+		}
+	}
+	copy(m[off:], data)
+	if protect == 1 {
+		return unix.Mprotect(pg, unix.PROT_READ|unix.PROT_EXEC)
+	}
+	return nil
 }
 
 func fail(err error) {
@@ -46,9 +85,10 @@ func fail(err error) {
 
 // child holds the mappings so they stay alive.
 type child struct {
-	spec  Spec
-	maps  [][]byte
-	files []string
+	spec     Spec
+	maps     [][]byte
+	existing [][]byte // the mappings of Spec.Maps, in order
+	files    []string
 }
 
 const page = 4096
@@ -226,7 +266,11 @@ func (c *child) threads() error {
 // mapExisting maps the files of Spec.Maps read-exec.
 func (c *child) mapExisting() error {
 	for _, ms := range c.spec.Maps {
-		f, err := os.Open(ms.Path)
+		mode := os.O_RDONLY
+		if ms.SharedWrite {
+			mode = os.O_RDWR
+		}
+		f, err := os.OpenFile(ms.Path, mode, 0)
 		if err != nil {
 			return err
 		}
@@ -239,12 +283,24 @@ func (c *child) mapExisting() error {
 			}
 			n = fi.Size() - ms.Off
 		}
-		m, err := unix.Mmap(int(f.Fd()), ms.Off, int(n), unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
+		prot, flags := unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE
+		if ms.SharedWrite {
+			prot, flags = prot|unix.PROT_WRITE, unix.MAP_SHARED
+		}
+		m, err := unix.Mmap(int(f.Fd()), ms.Off, int(n), prot, flags)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("mmap %s at %d: %w", ms.Path, ms.Off, err)
 		}
+		if ms.SharedWrite {
+			// Write the first page once (its own first byte): later
+			// writes to it take no page fault, and so do not change
+			// the file's times.
+			first := m[0]
+			m[0] = first
+		}
 		c.maps = append(c.maps, m)
+		c.existing = append(c.existing, m)
 		c.files = append(c.files, ms.Path)
 	}
 	return nil

@@ -46,10 +46,13 @@ type Spec struct {
 }
 
 // MapSpec maps Len bytes of an existing file from offset Off (a page
-// multiple); Len 0 maps the rest of the file.
+// multiple); Len 0 maps the rest of the file. The mapping is private and
+// read-execute, or with SharedWrite shared and read-write-execute (and
+// written once, so that later writes through it take no page fault).
 type MapSpec struct {
-	Path     string
-	Off, Len int64
+	Path        string
+	Off, Len    int64
+	SharedWrite bool
 }
 
 // Proc is a running helper process.
@@ -60,6 +63,8 @@ type Proc struct {
 
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
+	out   *bufio.Scanner // the child's stdout, after "ready"
+	mu    sync.Mutex     // one command at a time
 	once  sync.Once
 	err   error
 }
@@ -92,9 +97,9 @@ func Start(spec Spec) (*Proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start test process: %w", err)
 	}
-	p := &Proc{Pid: cmd.Process.Pid, Spec: spec, cmd: cmd, stdin: stdin}
+	p := &Proc{Pid: cmd.Process.Pid, Spec: spec, cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
 	ready := make(chan error, 1)
-	go func() { ready <- readReady(stdout, p) }()
+	go func() { ready <- readReady(p) }()
 	select {
 	case err = <-ready:
 	case <-time.After(30 * time.Second):
@@ -108,8 +113,8 @@ func Start(spec Spec) (*Proc, error) {
 }
 
 // readReady reads the file list and the "ready" line.
-func readReady(r io.Reader, p *Proc) error {
-	sc := bufio.NewScanner(r)
+func readReady(p *Proc) error {
+	sc := p.out
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -152,6 +157,28 @@ func (p *Proc) Stop() error {
 		}
 	})
 	return p.err
+}
+
+// Poke has the process write data at offset off of its mapping of
+// Spec.Maps[i]; with protect, the page is made writable for the write
+// and read-execute again after it (as a process rewriting its own code).
+func (p *Proc) Poke(i int, off int64, data []byte, protect bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pr := 0
+	if protect {
+		pr = 1
+	}
+	if _, err := fmt.Fprintf(p.stdin, "poke %d %d %x %d\n", i, off, data, pr); err != nil {
+		return err
+	}
+	if !p.out.Scan() {
+		return fmt.Errorf("test process %d: no answer: %v", p.Pid, p.out.Err())
+	}
+	if line := p.out.Text(); line != "ok" {
+		return fmt.Errorf("test process %d: %s", p.Pid, line)
+	}
+	return nil
 }
 
 // Maps reads the process's /proc/PID/maps.
