@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -59,9 +60,8 @@ func (b *BPF) resolvePending(d *dump, others func(fileIdent) []mappingAt) (map[f
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read pending build ids: %w", err)
 	}
-	expired := make(chan struct{})
-	t := time.AfterFunc(b.ids.timeout, func() { close(expired) })
-	defer t.Stop()
+	expired, stop := deadline(b.ids.timeout)
+	defer stop()
 	var found map[fileIdent][]byte
 	for _, j := range jobs {
 		// A file not read in time is not cached: the next dump's walk
@@ -97,11 +97,11 @@ func (b *BPF) resolvePending(d *dump, others func(fileIdent) []mappingAt) (map[f
 	return found, nil
 }
 
-func cmpOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
+// deadline returns a channel closed after d, and the function that
+// stops its timer.
+func deadline(d time.Duration) (<-chan struct{}, func() bool) {
+	expired := make(chan struct{})
+	return expired, time.AfterFunc(d, func() { close(expired) }).Stop
 }
 
 // countCache counts the files in the build-ID cache with an ID.
@@ -159,7 +159,7 @@ func newIDReader[K comparable](timeout time.Duration) *idReader[K] {
 	return &idReader[K]{
 		running: make(map[K]*idRead),
 		slots:   make(chan struct{}, maxIDReads),
-		timeout: cmpOr(timeout, DefaultBuildIDTimeout),
+		timeout: cmp.Or(max(timeout, 0), DefaultBuildIDTimeout),
 	}
 }
 

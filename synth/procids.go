@@ -2,7 +2,6 @@ package synth
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,13 +15,12 @@ import (
 // dump, on a worker of an idReader; a read not done by the dump's
 // deadline is left behind, and the file's mappings get no build ID.
 type procIDs struct {
-	reader   *idReader[fileIdent]
-	mu       sync.Mutex
-	dump     map[fileIdent]idResult // results of this dump
-	late     map[fileIdent]bool     // files not read in time, this dump
-	expired  chan struct{}
-	timer    *time.Timer
-	read, ok atomic.Int64 // files read this dump, and of them with an ID
+	reader  *idReader[fileIdent]
+	mu      sync.Mutex
+	dump    map[fileIdent]idResult // results of this dump
+	late    map[fileIdent]bool     // files not read in time, this dump
+	expired <-chan struct{}
+	stop    func() bool // stops the deadline's timer
 }
 
 func newProcIDs(timeout time.Duration) *procIDs {
@@ -33,18 +31,18 @@ func newProcIDs(timeout time.Duration) *procIDs {
 func (p *procIDs) begin() {
 	p.dump = make(map[fileIdent]idResult)
 	p.late = make(map[fileIdent]bool)
-	p.read.Store(0)
-	p.ok.Store(0)
-	p.expired = make(chan struct{})
-	expired := p.expired
-	p.timer = time.AfterFunc(p.reader.timeout, func() { close(expired) })
+	p.expired, p.stop = deadline(p.reader.timeout)
 }
 
 // end stops the deadline and adds the dump's counts to st.
 func (p *procIDs) end(st *Stats) {
-	p.timer.Stop()
-	st.FilesRead += int(p.read.Load())
-	st.BuildIDsRead += int(p.ok.Load())
+	p.stop()
+	st.FilesRead += len(p.dump)
+	for _, res := range p.dump {
+		if res.id != nil {
+			st.BuildIDsRead++
+		}
+	}
 	st.BuildIDTimeouts += len(p.late)
 }
 
@@ -73,13 +71,7 @@ func (p *procIDs) of(pid int, mp *procMapping) []byte {
 	case !ok:
 		p.late[key] = true
 	case res.read:
-		if _, dup := p.dump[key]; !dup {
-			p.dump[key] = res
-			p.read.Add(1)
-			if res.id != nil {
-				p.ok.Add(1)
-			}
-		}
+		p.dump[key] = res
 	}
 	return res.id
 }

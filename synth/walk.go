@@ -175,10 +175,11 @@ func (h *walkHold) end(rec []byte) error {
 	return nil
 }
 
-// addFallback takes a record of the task_vma iterator run over a process
-// whose walk did not hold. Its COMM records repeat what the walk's task
-// pass wrote.
-func (h *walkHold) addFallback(rec []byte) error {
+// addIter takes a record of the task_vma iterator (dump_vma): run over
+// every process with WalkIter, or over a process whose maple walk did
+// not hold. It keeps the MMAP2 records; the COMM records repeat what the
+// task pass wrote.
+func (h *walkHold) addIter(rec []byte) error {
 	if recType(rec) == perfdata.RecordMmap2 {
 		h.keep(rec)
 	}
@@ -345,7 +346,7 @@ func (b *BPF) readMaple(ctx context.Context, d *dump, h *walkHold) error {
 	if len(h.fallback) == 0 {
 		return nil
 	}
-	return b.passEach(ctx, d, b.objs.DumpVma, h.fallback, h.addFallback)
+	return b.passEach(ctx, d, b.objs.DumpVma, h.fallback, h.addIter)
 }
 
 // readVMAIter reads the processes with the task_vma iterator: a pass of
@@ -356,7 +357,7 @@ func (b *BPF) readVMAIter(ctx context.Context, d *dump, h *walkHold) error {
 		return err
 	}
 	live := d.tasksDone(b.opts.Pids)
-	return b.pass(ctx, d, b.objs.DumpVma, live, h.addFallback)
+	return b.pass(ctx, d, b.objs.DumpVma, live, h.addIter)
 }
 
 // resumeWalks runs dump_tasks again, in resume mode, over each process
