@@ -5,8 +5,9 @@ BIN     := bin/synth
 OUT     ?= perf.data
 # Debian packages the targets need: clang/llvm-strip for make generate and
 # its check, libbpf headers for the BPF C sources, perf as the test oracle,
-# gcc (with binutils' readelf) for the synth record workload and build-ID checks.
-APT_PKGS := clang-19 llvm-19 libbpf-dev linux-perf gcc
+# gcc (with binutils' readelf) for the synth record workload and build-ID checks,
+# python3-fusepy for the test's FUSE server that never answers a read.
+APT_PKGS := clang-19 llvm-19 libbpf-dev linux-perf gcc python3-fusepy
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all build dump deps generate check-generate test vet clean
@@ -24,7 +25,7 @@ dump: build
 deps:
 	@if ! command -v clang-19 >/dev/null || ! command -v llvm-strip-19 >/dev/null || \
 	    ! command -v perf >/dev/null || ! command -v gcc >/dev/null || ! command -v readelf >/dev/null || \
-	    [ ! -f /usr/include/bpf/bpf_helpers.h ]; then \
+	    [ ! -f /usr/include/bpf/bpf_helpers.h ] || ! /usr/bin/python3 -c 'import fusepy' 2>/dev/null; then \
 		echo "installing $(APT_PKGS)"; \
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(APT_PKGS); \

@@ -133,7 +133,7 @@ func (b *BPF) Close() error {
 		errs = append(errs, b.rings.Close())
 		b.rings = nil
 	}
-	errs = append(errs, b.objs.Close())
+	errs = append(errs, b.objs.Close(), b.ids.close())
 	b.objs = synthbpf.SynthObjects{}
 	return errors.Join(errs...)
 }

@@ -11,6 +11,8 @@ import (
 
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/elfnote"
+	"github.com/synth-dev/synth/internal/mapread"
+	"github.com/synth-dev/synth/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,10 +54,11 @@ func (b *BPF) resolvePending(d *dump, others func(fileIdent) []mappingAt) (map[f
 		jobs []job
 		it   = b.objs.Pending.Iterate()
 	)
+	b.ids.mounts.reset()
 	for it.Next(&key, &pend) {
 		tries := append([]mappingAt{{int(pend.Pid), pend.Start, pend.End}}, others(identOfKey(&key))...)
 		k := key
-		jobs = append(jobs, job{k, b.ids.start(k, func() idResult { return readBuildIDOf(&k, tries) })})
+		jobs = append(jobs, job{k, b.ids.start(k, func() idResult { return b.ids.readBuildIDOf(&k, tries) })})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read pending build ids: %w", err)
@@ -130,6 +133,8 @@ func (b *BPF) countCache(d *dump) error {
 // again. At most one read per file runs at a time, and at most
 // maxIDReads of them within their first timeout.
 type idReader[K comparable] struct {
+	mounts  mounts         // which files this process reads itself
+	helper  mapread.Helper // reads the others
 	mu      sync.Mutex
 	running map[K]*idRead
 	slots   chan struct{}
@@ -162,6 +167,9 @@ func newIDReader[K comparable](timeout time.Duration) *idReader[K] {
 		timeout: cmp.Or(max(timeout, 0), DefaultBuildIDTimeout),
 	}
 }
+
+// close ends the helper process.
+func (r *idReader[K]) close() error { return r.helper.Close() }
 
 // start starts read, the read of the file key names, unless a read of
 // it runs already.
@@ -210,61 +218,49 @@ func (r *idReader[K]) wait(key K, rd *idRead, expired <-chan struct{}) (idResult
 // readBuildIDOf reads the build ID of the file key names through the
 // first of tries whose /proc/PID/map_files entry still leads to it (the
 // entry reaches files in other mount namespaces, and deleted files).
-func readBuildIDOf(key *synthbpf.SynthSynthFileKey, tries []mappingAt) idResult {
+func (r *idReader[K]) readBuildIDOf(key *synthbpf.SynthSynthFileKey, tries []mappingAt) idResult {
+	dev := procfs.Dev{Maj: key.Dev >> 20, Min: key.Dev & (1<<20 - 1)}
 	for _, m := range tries {
-		if res, ok := readMapped(m, key); ok {
+		if res, ok := r.readAt(m, dev, func(st *mapread.Stat) bool { return sameFile(st, key) }); ok {
 			return res
 		}
 	}
 	return idResult{}
 }
 
-func readMapped(m mappingAt, key *synthbpf.SynthSynthFileKey) (idResult, bool) {
-	return readMappedIf(m, func(st *unix.Stat_t) bool { return sameFile(st, key) })
-}
-
-// readMappedIf reads the build ID of the file mapped at m, if is says
-// that what the mapping leads to is the file wanted, before and after.
-func readMappedIf(m mappingAt, is func(*unix.Stat_t) bool) (idResult, bool) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", m.pid, m.start, m.end))
-	if err != nil {
-		return idResult{}, false
-	}
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil || !is(&st) {
-		return idResult{}, false
-	}
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
-		return idResult{}, false
-	}
-	id, err := elfnote.BuildID(f, st.Size)
-	var fe *elfnote.FormatError
-	switch {
-	case err == nil, errors.Is(err, elfnote.ErrNotELF), errors.As(err, &fe):
-	default:
-		return idResult{}, false // an I/O error: unknown, not "none"
+// readAt reads the build ID of the file mapped at m, on device dev, if
+// is says that what the mapping leads to is the file wanted, before and
+// after the read. A file on a filesystem whose reads may never end is
+// read in the helper process.
+func (r *idReader[K]) readAt(m mappingAt, dev procfs.Dev, is func(*mapread.Stat) bool) (idResult, bool) {
+	path := mapread.Path(m.pid, m.start, m.end)
+	var res mapread.Result
+	if r.mounts.local(dev, m.pid) {
+		res = mapread.Read(path)
+	} else {
+		var err error
+		if res, err = r.helper.Read(path); err != nil {
+			return idResult{}, false
+		}
 	}
 	// The contents must not have changed while they were read.
-	var after unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &after) != nil || !is(&after) {
+	if !res.Opened || !res.Read || !is(&res.Before) || !is(&res.After) {
 		return idResult{}, false
 	}
-	switch uint32(fs.Type) {
+	switch uint32(res.FsType) {
 	case tmpfsMagic, ramfsMagic, hugetlbfsMagic:
-		return idResult{id: id, read: true, volatile: true}, true
+		return idResult{id: res.ID, read: true, volatile: true}, true
 	}
-	return idResult{id: id, read: true}, true
+	return idResult{id: res.ID, read: true}, true
 }
 
 // sameFile reports whether st is the file, with the contents, that key
 // names.
-func sameFile(st *unix.Stat_t, key *synthbpf.SynthSynthFileKey) bool {
+func sameFile(st *mapread.Stat, key *synthbpf.SynthSynthFileKey) bool {
 	dev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)
 	return st.Ino == key.Ino && uint32(dev) == key.Dev &&
-		st.Ctim.Sec == key.CtimeSec && uint32(st.Ctim.Nsec)&(1<<30-1) == key.CtimeNsec &&
-		st.Mtim.Sec == key.MtimeSec && uint32(st.Mtim.Nsec) == key.MtimeNsec
+		st.Ctime.Sec == key.CtimeSec && uint32(st.Ctime.Nsec)&(1<<30-1) == key.CtimeNsec &&
+		st.Mtime.Sec == key.MtimeSec && uint32(st.Mtime.Nsec) == key.MtimeNsec
 }
 
 // kernelBuildID reads the running kernel's build ID from /sys/kernel/notes.

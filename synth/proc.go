@@ -219,7 +219,13 @@ func (m *procMethod) mmap2(r *procResult, mp procMapping, pid uint32, st uint64)
 }
 
 // Close releases nothing; it is there for the Method interface.
-func (m *procMethod) Close() error { return nil }
+// Close ends the helper process of the build-ID reads, if any.
+func (m *procMethod) Close() error {
+	if m.ids != nil {
+		return m.ids.reader.close()
+	}
+	return nil
+}
 
 // pidPath is the path of a file of process pid in /proc.
 func pidPath(pid int, name string) string {

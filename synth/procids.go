@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/synth-dev/synth/internal/mapread"
+	"github.com/synth-dev/synth/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,6 +33,7 @@ func newProcIDs(timeout time.Duration) *procIDs {
 func (p *procIDs) begin() {
 	p.dump = make(map[fileIdent]idResult)
 	p.late = make(map[fileIdent]bool)
+	p.reader.mounts.reset()
 	p.expired, p.stop = deadline(p.reader.timeout)
 }
 
@@ -59,7 +62,7 @@ func (p *procIDs) of(pid int, mp *procMapping) []byte {
 	}
 	at := mappingAt{pid, mp.Start, mp.End}
 	rd := p.reader.start(key, func() idResult {
-		res, _ := readMappedIf(at, func(st *unix.Stat_t) bool {
+		res, _ := p.reader.readAt(at, procfs.Dev{Maj: mp.Maj, Min: mp.Min}, func(st *mapread.Stat) bool {
 			return st.Ino == mp.Ino && unix.Major(st.Dev) == mp.Maj && unix.Minor(st.Dev) == mp.Min
 		})
 		return res

@@ -3,9 +3,11 @@ package procfs
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -134,4 +136,35 @@ func FuzzParseMaps(f *testing.F) {
 			t.Fatalf("%d mappings from %d lines", len(maps), bytes.Count(in, []byte("\n"))+1)
 		}
 	})
+}
+
+func TestParseMountTypes(t *testing.T) {
+	const text = `22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 254:0 / / rw,relatime shared:1 master:2 - ext4 /dev/vda rw
+44 27 0:41 / /mnt/a\040b rw,nosuid,nodev,relatime shared:7 - fuse.sshfs host:/x rw,user_id=0
+`
+	got, err := ParseMountTypes(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[Dev]string{{0, 21}: "proc", {254, 0}: "ext4", {0, 41}: "fuse.sshfs"}
+	if !maps.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for _, bad := range []string{"1 2 0:1 / / rw proc proc rw\n", "1 2 x / / rw - proc proc rw\n", "1 2 0:1 / / rw -\n"} {
+		if _, err := ParseMountTypes(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	self, err := ReadMountTypes(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self", &st); err != nil {
+		t.Fatal(err)
+	}
+	if typ := self[Dev{uint32(st.Dev >> 8 & 0xfff), uint32(st.Dev&0xff | st.Dev>>12&0xfff00)}]; typ != "proc" {
+		t.Errorf("/proc is on %q", typ)
+	}
 }

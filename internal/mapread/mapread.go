@@ -1,0 +1,85 @@
+// Package mapread reads the build ID of a file that a process maps,
+// through its /proc/PID/map_files entry (which reaches files in other
+// mount namespaces and deleted files), either in this process or in a
+// helper process that the caller can abandon.
+//
+// The helper exists for filesystems whose reads may never end: once a
+// FUSE server has taken a read request, the reading thread waits for
+// the answer uninterruptibly (fs/fuse/dev.c request_wait_answer), and a
+// process with such a thread cannot exit. A read in a helper process
+// costs only the helper: the caller stops waiting, and exits when it
+// wants to.
+//
+// A program that uses the helper must let this package's init run
+// first in the re-executed binary, which it does whenever the package
+// is linked: the helper is /proc/self/exe started with the environment
+// variable SYNTH_MAPREAD_HELPER=1.
+package mapread
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/synth-dev/synth/internal/elfnote"
+	"golang.org/x/sys/unix"
+)
+
+// Stat is what a read needs of fstat(2): the file and its times.
+type Stat struct {
+	Dev, Ino     uint64
+	Ctime, Mtime unix.Timespec
+}
+
+// Result is the outcome of reading one mapped file.
+type Result struct {
+	// Opened: the entry led to a file, and Before and FsType describe it.
+	Opened bool
+	// Read: the file was read through, and ID is its build ID, or nil
+	// for none. Otherwise an I/O error ended the read.
+	Read          bool
+	ID            []byte
+	FsType        int64 // statfs(2) f_type
+	Before, After Stat  // fstat before and after the read
+}
+
+// Path is the /proc/PID/map_files entry of the mapping [start, end) of
+// process pid.
+func Path(pid int, start, end uint64) string {
+	return fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, start, end)
+}
+
+// Read reads the build ID of the file path (a map_files entry) in this
+// process. The caller checks that Before and After name the file it
+// wants, with the same contents.
+func Read(path string) Result {
+	var res Result
+	f, err := os.Open(path)
+	if err != nil {
+		return res
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	var st unix.Stat_t
+	var fs unix.Statfs_t
+	if unix.Fstat(fd, &st) != nil || unix.Fstatfs(fd, &fs) != nil {
+		return res
+	}
+	res.Opened, res.Before, res.FsType = true, statOf(&st), int64(fs.Type)
+	id, err := elfnote.BuildID(f, st.Size)
+	var fe *elfnote.FormatError
+	switch {
+	case err == nil, errors.Is(err, elfnote.ErrNotELF), errors.As(err, &fe):
+	default:
+		return res // an I/O error: unknown, not "none"
+	}
+	if unix.Fstat(fd, &st) != nil {
+		return res
+	}
+	res.Read, res.ID, res.After = true, id, statOf(&st)
+	return res
+}
+
+func statOf(st *unix.Stat_t) Stat {
+	return Stat{Dev: st.Dev, Ino: st.Ino, Ctime: st.Ctim, Mtime: st.Mtim}
+}
