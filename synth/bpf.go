@@ -143,7 +143,7 @@ func (b *BPF) Close() error {
 // maps, then for each process its threads' FORK and COMM records and its
 // MMAP2 records. rec is only valid during the call.
 func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
-	r, err := b.startDump(ctx, emit)
+	r, err := b.startDump(ctx, emit, nil)
 	for err == nil && !r.done {
 		err = r.write(0)
 	}
@@ -164,11 +164,14 @@ type dumpRun struct {
 	done        bool
 }
 
-func (b *BPF) startDump(ctx context.Context, emit func(rec []byte) error) (*dumpRun, error) {
+// startDump reads the host for a dump whose records go to emit, and
+// those of the walk's hold to held, if not nil (see dump.held).
+func (b *BPF) startDump(ctx context.Context, emit, held func(rec []byte) error) (*dumpRun, error) {
 	if b.rings == nil {
 		return nil, os.ErrClosed
 	}
 	d := newDump(b.opts, emit, b.gate)
+	d.held = held
 	d.ident = b.ident
 	d.stats.Method = "bpf"
 	b.gen++

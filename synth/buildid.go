@@ -42,7 +42,8 @@ const (
 //
 // others names other mappings of a file: the mapping noted for it may
 // be gone by now (a short-lived child that mapped it first), and the
-// file is then read through another process's.
+// file is then read through another process's. It is asked only then:
+// its first call indexes every held record.
 func (b *BPF) resolvePending(d *dump, others func(fileIdent) []mappingAt) (map[fileIdent][]byte, error) {
 	type job struct {
 		key  synthbpf.SynthSynthFileKey
@@ -56,7 +57,10 @@ func (b *BPF) resolvePending(d *dump, others func(fileIdent) []mappingAt) (map[f
 	)
 	b.ids.mounts.reset()
 	for it.Next(&key, &pend) {
-		tries := append([]mappingAt{{int(pend.Pid), pend.Start, pend.End}}, others(identOfKey(&key))...)
+		tries := []mappingAt{{int(pend.Pid), pend.Start, pend.End}}
+		if !mapped(tries[0]) {
+			tries = append(tries, others(identOfKey(&key))...)
+		}
 		k := key
 		jobs = append(jobs, job{k, b.ids.start(k, func() idResult { return b.ids.readBuildIDOf(&k, tries) })})
 	}
@@ -98,6 +102,14 @@ func (b *BPF) resolvePending(d *dump, others func(fileIdent) []mappingAt) (map[f
 		}
 	}
 	return found, nil
+}
+
+// mapped reports whether the mapping m still has its /proc/PID/map_files
+// entry. The entry's own lstat(2) touches neither the file nor its
+// filesystem.
+func mapped(m mappingAt) bool {
+	var st unix.Stat_t
+	return unix.Lstat(mapread.Path(m.pid, m.start, m.end), &st) == nil
 }
 
 // deadline returns a channel closed after d, and the function that

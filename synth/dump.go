@@ -17,10 +17,13 @@ type dump struct {
 	opts       Options
 	sampleType uint64
 	emit       func([]byte) error
-	gate       *gateVMA
-	start      time.Time
-	stats      Stats
-	ident      uint64 // sample_id_all identifier, with SampleIdentifier
+	// held, if set, takes the records of the walk's hold instead of
+	// emit: they stay valid until the next dump, and need no copy.
+	held  func([]byte) error
+	gate  *gateVMA
+	start time.Time
+	stats Stats
+	ident uint64 // sample_id_all identifier, with SampleIdentifier
 	// trailed says addVMA's records come with their trailers: the maple
 	// walk's hold appends them as it keeps the records, saving a copy.
 	trailed bool
@@ -108,6 +111,9 @@ func (d *dump) addVMA(rec []byte) error {
 	d.countFile(rec)
 	if d.trailed {
 		d.stats.Records++
+		if d.held != nil {
+			return d.held(rec)
+		}
 		return d.emit(rec)
 	}
 	return d.write(rec)

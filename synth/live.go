@@ -135,7 +135,7 @@ func (s *Session) runDump() {
 	}()
 	s.dumpBuf.reset()
 	s.dumpRan = true
-	s.run, s.dumpErr = s.b.startDump(ctx, s.dumpBuf.add)
+	s.run, s.dumpErr = s.b.startDump(ctx, s.dumpBuf.add, s.dumpBuf.addHeld)
 }
 
 func (s *Session) count(rec *Record) {

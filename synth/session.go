@@ -317,30 +317,41 @@ func (s *Session) Close() error {
 	return err
 }
 
-// recordBuf holds records back to back, and where each starts.
+// recordBuf holds a part of a dump's records for ReadInto: the held
+// records of the walk as they are (they stay put until the next dump),
+// the few others copied.
 type recordBuf struct {
-	arena []byte
-	offs  []int // start of each record; the last entry is the end
-	next  int   // the next record to hand out
+	arena []byte   // copies of the records that are not held
+	recs  [][]byte // every record, in order
+	next  int      // the next record to hand out
 }
 
 func (b *recordBuf) reset() {
-	b.arena, b.offs, b.next = b.arena[:0], append(b.offs[:0], 0), 0
+	clear(b.recs) // let a later dump's hold go
+	b.arena, b.recs, b.next = b.arena[:0], b.recs[:0], 0
 }
 
+// add copies rec, which is valid only during the call.
 func (b *recordBuf) add(rec []byte) error {
+	off := len(b.arena)
 	b.arena = append(b.arena, rec...)
-	b.offs = append(b.offs, len(b.arena))
+	b.recs = append(b.recs, b.arena[off:len(b.arena):len(b.arena)])
+	return nil
+}
+
+// addHeld takes rec, which stays valid until the next dump, as it is.
+func (b *recordBuf) addHeld(rec []byte) error {
+	b.recs = append(b.recs, rec)
 	return nil
 }
 
 // pop returns the next record, valid until the next reset.
 func (b *recordBuf) pop() ([]byte, bool) {
-	if b.next+1 >= len(b.offs) {
+	if b.next >= len(b.recs) {
 		return nil, false
 	}
 	b.next++
-	return b.arena[b.offs[b.next-1]:b.offs[b.next]], true
+	return b.recs[b.next-1], true
 }
 
 // Type returns the PERF_RECORD_* type of the record; 0 for KindDumpEnd.
