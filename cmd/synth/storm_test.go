@@ -30,7 +30,13 @@ func TestDumpUnderStorm(t *testing.T) {
 	startLoadgen(t, 40000)
 	testproc.StartStorm(t, "map", "2")
 	testproc.StartStorm(t, "fork")
-	if rate := forkRate(t); rate < 2000 {
+	// The storm takes a moment to reach its rate, longer while other
+	// test packages share the CPUs: give it up to 10 s.
+	rate := forkRate(t)
+	for i := 0; i < 20 && rate < 2000; i++ {
+		rate = forkRate(t)
+	}
+	if rate < 2000 {
 		t.Fatalf("the fork storm makes %d processes a second, want >= 2000", rate)
 	}
 
