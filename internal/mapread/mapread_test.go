@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/synth-dev/synth/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,9 +19,7 @@ const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 func mapLibc(t *testing.T) (string, unix.Stat_t) {
 	t.Helper()
 	f, err := os.Open(libc)
-	if err != nil {
-		t.Skipf("no %s: %v", libc, err)
-	}
+	testenv.Need(t, err == nil, "no "+libc)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
@@ -32,9 +31,8 @@ func mapLibc(t *testing.T) (string, unix.Stat_t) {
 	}
 	t.Cleanup(func() { unix.Munmap(m) })
 	start := uint64(uintptrOf(m))
-	if _, err := os.Stat(Path(os.Getpid(), start, start+4096)); err != nil {
-		t.Skipf("map_files not readable: %v", err)
-	}
+	_, err = os.Stat(Path(os.Getpid(), start, start+4096))
+	testenv.Need(t, err == nil, "map_files entries need CAP_SYS_ADMIN: test needs root")
 	return Path(os.Getpid(), start, start+4096), st
 }
 
