@@ -83,7 +83,8 @@ func TestBuildIDHungFUSE(t *testing.T) {
 	perf := testenv.Perf(t)
 	blocked, abort := hungFUSE(t)
 	hung := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: blocked}}})
-	lib := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: libcPath(t)}}})
+	libc := libcPath(t)
+	lib := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: libc}}})
 	for _, method := range []string{"bpf", "procquery"} {
 		t.Run(method, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "perf.data")
@@ -111,8 +112,8 @@ func TestBuildIDHungFUSE(t *testing.T) {
 			}
 			// The library another process maps carries its build ID
 			// (buildIDForm checks it is the file's).
-			if !strings.Contains(buildIDLinesOf(out.stdout, lib.Pid), libcPath(t)) {
-				t.Errorf("pid %d: no MMAP2 of %s with a build ID", lib.Pid, libcPath(t))
+			if !strings.Contains(buildIDLinesOf(out.stdout, lib.Pid), libc) {
+				t.Errorf("pid %d: no MMAP2 of %s with a build ID", lib.Pid, libc)
 			}
 			perfMaps(t, out.stdout, lib.Pid)
 		})

@@ -7,8 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseMaps(t *testing.T) {
@@ -160,11 +161,11 @@ func TestParseMountTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self", &st); err != nil {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self", &st); err != nil {
 		t.Fatal(err)
 	}
-	if typ := self[Dev{uint32(st.Dev >> 8 & 0xfff), uint32(st.Dev&0xff | st.Dev>>12&0xfff00)}]; typ != "proc" {
+	if typ := self[Dev{unix.Major(st.Dev), unix.Minor(st.Dev)}]; typ != "proc" {
 		t.Errorf("/proc is on %q", typ)
 	}
 }
