@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"slices"
 
+	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -15,27 +17,18 @@ type buildIDTable struct {
 	ids map[string][]byte // file name -> build ID
 }
 
-// Offsets in a PERF_RECORD_MMAP2 of the build-ID form: header 8, pid/tid
-// 8, addr/len/pgoff 24, then u8 size, 3 reserved bytes, build_id[20],
-// prot/flags 8, filename.
-const (
-	mmap2BuildIDSizeOff = 40
-	mmap2BuildIDOff     = 44
-	mmap2FilenameOff    = 72
-)
-
 func (t *buildIDTable) add(rec []byte) {
-	if recType(rec) != perfdata.RecordMmap2 ||
+	if dump.RecType(rec) != perfdata.RecordMmap2 ||
 		binary.NativeEndian.Uint16(rec[4:])&perfdata.MiscMmapBuildID == 0 ||
-		len(rec) <= mmap2FilenameOff {
+		len(rec) <= dump.Mmap2FilenameOff {
 		return
 	}
-	n := int(rec[mmap2BuildIDSizeOff])
-	name := rec[mmap2FilenameOff:]
+	n := int(rec[dump.Mmap2BuildIDSizeOff])
+	name := rec[dump.Mmap2FilenameOff:]
 	if i := bytes.IndexByte(name, 0); i >= 0 {
 		name = name[:i]
 	}
-	if n > buildIDMax {
+	if n > dump.BuildIDMax {
 		return
 	}
 	if t.ids == nil {
@@ -43,24 +36,15 @@ func (t *buildIDTable) add(rec []byte) {
 	}
 	// The lookup converts without allocating; only a new name is copied.
 	if _, ok := t.ids[string(name)]; !ok {
-		t.ids[string(name)] = slices.Clone(rec[mmap2BuildIDOff : mmap2BuildIDOff+n])
+		t.ids[string(name)] = slices.Clone(rec[dump.Mmap2BuildIDOff : dump.Mmap2BuildIDOff+n])
 	}
-}
-
-func cstring(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
 }
 
 // events returns the table as build-ID events, sorted by file name, led
 // by the kernel's (from /sys/kernel/notes) unless noKernel.
 func (t *buildIDTable) events(noKernel bool) []perfdata.BuildIDEvent {
 	var evs []perfdata.BuildIDEvent
-	if id := kernelBuildID(); id != nil && !noKernel {
+	if id := buildid.Kernel(); id != nil && !noKernel {
 		evs = append(evs, perfdata.BuildIDEvent{Misc: perfdata.MiscKernel, Pid: -1,
 			BuildID: id, Filename: "[kernel.kallsyms]"})
 	}

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/internal/dump"
+	"github.com/synth-dev/synth/internal/method/bpfdump"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -35,7 +37,7 @@ func (s *Session) ReadInto(rec *Record) error {
 		}
 		if s.flush.Load() && !s.flushing {
 			// Return what the rings hold now, and no more.
-			s.flushing, s.flushAt = true, monotonicNow()
+			s.flushing, s.flushAt = true, bpfdump.MonotonicNow()
 			if err := s.drainLive(); err != nil {
 				return err
 			}
@@ -88,31 +90,31 @@ func (s *Session) readDump(rec *Record) error {
 	}
 	for {
 		if raw, ok := s.dumpBuf.pop(); ok {
-			*rec = Record{Kind: KindSynthesized, Gen: s.b.gen, Raw: raw}
+			*rec = Record{Kind: KindSynthesized, Gen: s.b.Gen(), Raw: raw}
 			s.stats.Synthesized++
 			return nil
 		}
-		if s.run == nil || s.run.done {
+		if s.run == nil || s.run.Done() {
 			break
 		}
 		s.dumpBuf.reset() // the records handed out are now invalid
-		s.dumpErr = s.run.write(dumpPart)
+		s.dumpErr = s.run.Write(dumpPart)
 	}
 	s.last = Stats{}
 	if s.run != nil {
-		s.last = s.run.stats()
+		s.last = s.run.Stats()
 	}
 	s.run, s.inDump = nil, false
 	s.stats.Duplicates += uint64(s.last.Duplicates)
 	s.stats.Stale += uint64(s.last.Stale)
 	s.stats.Lost += s.last.Lost
 	// The dump drained the rings until now.
-	s.lastPoll = monotonicNow()
+	s.lastPoll = bpfdump.MonotonicNow()
 	if s.dumpErr != nil {
 		return fmt.Errorf("dump: %w", s.dumpErr)
 	}
 	s.stats.Dumps++
-	*rec = Record{Kind: KindDumpEnd, Gen: s.b.gen}
+	*rec = Record{Kind: KindDumpEnd, Gen: s.b.Gen()}
 	return nil
 }
 
@@ -135,7 +137,7 @@ func (s *Session) runDump() {
 	}()
 	s.dumpBuf.reset()
 	s.dumpRan = true
-	s.run, s.dumpErr = s.b.startDump(ctx, s.dumpBuf.add, s.dumpBuf.addHeld)
+	s.run, s.dumpErr = s.b.Start(ctx, s.dumpBuf.add, s.dumpBuf.addHeld)
 }
 
 func (s *Session) count(rec *Record) {
@@ -173,21 +175,16 @@ func (s *Session) wait() error {
 // drain's time: a record is written to its ring right after its time is
 // taken, so the previous drain's start is a safe ordering watermark.
 func (s *Session) drainLive() error {
-	now := monotonicNow()
+	now := bpfdump.MonotonicNow()
 	s.live.compact()
-	r := &s.b.round
-	r.reset()
-	if err := s.b.rings.drain(s.b.rings.out, r.addOut); err != nil {
-		return err
-	}
-	if err := s.b.rings.drain(s.b.rings.live, r.addLive); err != nil {
-		return err
-	}
 	// Records of the programs outside a dump are left over from a dump
 	// that was stopped: stale.
-	s.stats.Stale += uint64(len(r.recs))
-	s.stats.Lost += r.lost
-	r.lost = 0
+	stale, lost, err := s.b.DrainLive()
+	if err != nil {
+		return err
+	}
+	s.stats.Stale += uint64(stale)
+	s.stats.Lost += lost
 	s.live.sort()
 	s.ready, s.lastPoll = s.lastPoll, now
 	return nil
@@ -200,9 +197,9 @@ func (s *Session) addLive(rec []byte) error {
 		return err
 	}
 	if kind == KindLive && s.inDump {
-		s.b.dd.addLive(rec, t)
+		s.b.NoteLive(rec, t)
 	}
-	s.live.push(rec, liveRec{kind: kind, time: t, pid: pid, gen: s.b.dd.genOf(t)})
+	s.live.push(rec, liveRec{kind: kind, time: t, pid: pid, gen: s.b.GenOf(t)})
 	return nil
 }
 
@@ -216,7 +213,7 @@ const (
 // classify returns a ring record's kind, time and process.
 func (s *Session) classify(rec []byte) (RecordKind, uint64, uint32, error) {
 	le := binary.NativeEndian
-	if recType(rec) == perfdata.RecordSample {
+	if dump.RecType(rec) == perfdata.RecordSample {
 		if len(rec) < sampleTimeOffset+8 {
 			return 0, 0, 0, fmt.Errorf("short sample (%d bytes)", len(rec))
 		}
@@ -228,7 +225,7 @@ func (s *Session) classify(rec []byte) (RecordKind, uint64, uint32, error) {
 	}
 	sid, err := perfdata.ParseSampleID(rec, st)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("live record type %d: %w", recType(rec), err)
+		return 0, 0, 0, fmt.Errorf("live record type %d: %w", dump.RecType(rec), err)
 	}
 	return KindLive, sid.Time, sid.Pid, nil
 }
@@ -236,7 +233,7 @@ func (s *Session) classify(rec []byte) (RecordKind, uint64, uint32, error) {
 // lostCount returns the count of a PERF_RECORD_LOST record (u64 id, u64
 // lost after the header), and 0 for any other record.
 func lostCount(rec []byte) uint64 {
-	if len(rec) < 24 || recType(rec) != perfdata.RecordLost {
+	if len(rec) < 24 || dump.RecType(rec) != perfdata.RecordLost {
 		return 0
 	}
 	return binary.NativeEndian.Uint64(rec[16:])
@@ -245,15 +242,15 @@ func lostCount(rec []byte) uint64 {
 // track reports whether a record of process pid belongs to the session,
 // following the forks of the processes it follows.
 func (s *Session) track(rec []byte, pid uint32) bool {
-	switch recType(rec) {
+	switch dump.RecType(rec) {
 	case perfdata.RecordFork:
-		child, parent := recPid(rec), binary.NativeEndian.Uint32(rec[12:])
+		child, parent := dump.RecPid(rec), binary.NativeEndian.Uint32(rec[12:])
 		if _, ok := s.tracked[parent]; ok {
 			s.tracked[child] = struct{}{}
 		}
 		pid = child
 	case perfdata.RecordExit, perfdata.RecordComm, perfdata.RecordMmap2, perfdata.RecordMmap:
-		pid = recPid(rec)
+		pid = dump.RecPid(rec)
 	}
 	_, ok := s.tracked[pid]
 	return ok

@@ -32,7 +32,7 @@ func OpenMethod(name string, opts Options, threads int) (Method, []error, error)
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	if err := opts.check(); err != nil {
+	if err := opts.Check(); err != nil {
 		return nil, nil, err
 	}
 	switch name {

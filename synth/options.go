@@ -1,133 +1,56 @@
 package synth
 
 import (
-	"fmt"
-	"time"
-
-	"github.com/synth-dev/synth/perfdata"
+	"github.com/synth-dev/synth/internal/dump"
+	"github.com/synth-dev/synth/internal/method/bpfdump"
 )
 
-// Options configure a dump. The zero value dumps the executable mappings
-// of every process, and the kernel's maps, with rings of DefaultRingPages.
-type Options struct {
-	// Pids restricts the dump to these processes; nil means all.
-	Pids []int
-	// Data includes non-executable mappings, as perf record -d does.
-	Data bool
-	// NoKernel leaves out the kernel and module maps.
-	NoKernel bool
-	// NoBuildID writes every MMAP2 record with maj/min/ino instead of
-	// the build ID of its file.
-	NoBuildID bool
-	// BuildIDTimeout bounds how long a dump waits for the build IDs of
-	// files new to the cache, read from the files in userspace; 0 means
-	// DefaultBuildIDTimeout. A file not read in time (its reads block)
-	// is identified by maj/min/ino, counted in Stats.BuildIDTimeouts,
-	// and tried again by the next dump.
-	BuildIDTimeout time.Duration
-	// NoLive dumps with the BPF method without the live side-band: a
-	// mapping made while the dump runs may then be missed. Comparisons
-	// use it to measure what the side-band costs.
-	NoLive bool
-	// Walk is how the BPF method reads each process's VMAs: WalkMaple
-	// (the default, also for "") or WalkIter.
-	Walk string
-	// RingPages is the data size of each per-CPU ring, in pages: a power
-	// of two, at least MinRingPages; 0 means DefaultRingPages.
-	RingPages int
-	// SampleType selects the sample_id_all trailer appended to every
-	// record; 0 means DefaultSampleType. It must match the attr the
-	// records are written under (see Attr).
-	SampleType uint64
-}
-
-// DefaultSampleType is the sample type of perf's own dummy event:
-// IP|TID|TIME|CPU|PERIOD.
-const DefaultSampleType = perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime |
-	perfdata.SampleCPU | perfdata.SamplePeriod
-
-// check rejects options no method can honour.
-func (o *Options) check() error {
-	switch o.Walk {
-	case "", WalkMaple, WalkIter:
-	default:
-		return fmt.Errorf("unknown walk %q (want %s or %s)", o.Walk, WalkMaple, WalkIter)
-	}
-	if p := o.RingPages; p != 0 && (p < MinRingPages || p&(p-1) != 0) {
-		return fmt.Errorf("ring size %d pages: want a power of two >= %d", p, MinRingPages)
-	}
-	return nil
-}
-
-func (o *Options) sampleType() uint64 {
-	if o.SampleType == 0 {
-		return DefaultSampleType
-	}
-	return o.SampleType
-}
-
-// Attr returns the perf_event_attr that records of a dump with these
-// options are written under: a software dummy event, like the one
-// `perf record -e dummy` writes, with the side-band bits of what the dump
-// synthesizes.
-func (o *Options) Attr() perfdata.Attr {
-	flags := uint64(perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask |
-		perfdata.AttrSampleIDAll | perfdata.AttrMmap2 | perfdata.AttrCommExec |
-		perfdata.AttrExcludeGuest)
-	if o.Data {
-		flags |= perfdata.AttrMmapData
-	}
-	return perfdata.Attr{
-		Type:         1, // PERF_TYPE_SOFTWARE
-		Size:         perfdata.AttrSize,
-		Config:       9, // PERF_COUNT_SW_DUMMY
-		SamplePeriod: 1,
-		SampleType:   o.sampleType(),
-		Flags:        flags,
-	}
-}
+// Options configure a dump (see internal/dump). The zero value dumps the
+// executable mappings of every process, and the kernel's maps, with
+// rings of DefaultRingPages.
+type Options = dump.Options
 
 // Stats describe one dump.
-type Stats struct {
-	Method    string // "bpf", ...
-	Processes int    // processes with at least one record
-	Threads   int    // COMM records of tasks
-	Mappings  int    // MMAP2 records of processes
-	Kernel    int    // kernel and module map records
-	Records   int    // every record handed to the caller
-	// Lost are synthesized records the programs could not write: the
-	// dump is incomplete. The pacing keeps it 0.
-	Lost uint64
-	// LiveLost are live records the kernel dropped while the dump ran
-	// (its side-band ring was full). They are in the stream as
-	// PERF_RECORD_LOST records, as perf writes them.
-	LiveLost uint64
-	Stale    int // records of another generation, dropped
-	// Duplicates are synthesized records dropped because the live
-	// stream reported the mapping first (sessions only).
-	Duplicates int
-	// Live are the live records written with the dump: what changed
-	// while it ran (the BPF method with its side-band).
-	Live    int
-	Skipped int // requested processes that were gone
-	Reads   int // paced reads of the iterators
-	// WalksInvalid are processes whose maple walk did not hold (the
-	// process changed while it was read): they were read again with
-	// the task_vma iterator.
-	WalksInvalid int
-	// Resumed are maple walks that went on in another chunk: a process
-	// with more records than one object may put into the rings.
-	Resumed int
-	Elapsed time.Duration // wall time of the dump
+type Stats = dump.Stats
 
-	FileMappings    int // MMAP2 records of file-backed mappings
-	BuildIDMappings int // of which carry a build ID
-	FilesRead       int // files new to the build-ID cache read in this dump
-	BuildIDsRead    int // of which have a build ID
-	// BuildIDTimeouts are files whose build ID was not read within
-	// Options.BuildIDTimeout (reads that block: FUSE, network
-	// filesystems): their mappings are identified by maj/min/ino, and a
-	// later dump tries again.
-	BuildIDTimeouts int
-	Cached          int // files in the build-ID cache with a build ID
+// Defaults and limits of Options.
+const (
+	// DefaultSampleType is the sample type of perf's own dummy event:
+	// IP|TID|TIME|CPU|PERIOD.
+	DefaultSampleType = dump.DefaultSampleType
+	// DefaultRingPages is the ring size used when Options.RingPages is 0.
+	DefaultRingPages = dump.DefaultRingPages
+	// MinRingPages is the smallest ring the pacing can keep lossless.
+	MinRingPages = dump.MinRingPages
+	// DefaultBuildIDTimeout is how long a dump waits for the build IDs
+	// of files new to the cache when Options.BuildIDTimeout is 0.
+	DefaultBuildIDTimeout = dump.DefaultBuildIDTimeout
+)
+
+// Walks: how the BPF method reads each process's VMAs (Options.Walk).
+const (
+	// WalkMaple reads each process's maple tree under RCU from one task
+	// iterator, and validates every walk; a process whose walk does not
+	// hold is read again with the iterator. The default.
+	WalkMaple = dump.WalkMaple
+	// WalkIter reads every process with the kernel's task_vma iterator.
+	WalkIter = dump.WalkIter
+)
+
+// PermissionError reports that the process lacks a privilege a method
+// needs. errors.Is(err, os.ErrPermission) holds for it.
+type PermissionError = bpfdump.PermissionError
+
+// BPF is the BPF method without the live side-band (Options.NoLive): it
+// holds the loaded programs and the per-CPU rings, and can run any
+// number of dumps, one at a time.
+type BPF = bpfdump.BPF
+
+// NewBPF checks privileges, loads the iterator programs and opens the
+// rings. Missing privileges give a *PermissionError.
+func NewBPF(opts Options) (*BPF, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
+	return bpfdump.New(opts)
 }

@@ -12,6 +12,8 @@ import (
 	perf "github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/internal/dump"
+	"github.com/synth-dev/synth/internal/method/bpfdump"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -101,7 +103,7 @@ type SessionStats struct {
 type Session struct {
 	mu    sync.Mutex // held by ReadInto and Dump
 	opts  SessionOptions
-	b     *BPF
+	b     *bpfdump.BPF
 	attrs []perfdata.WriterAttr
 	// wake is an eventfd by which Close, Flush and SetDeadline
 	// interrupt a waiting ReadInto; wakeMu guards its closing.
@@ -119,7 +121,7 @@ type Session struct {
 	// slice each: no copy, no goroutine switch per record.
 	dumpCtx  context.Context
 	dumpRan  bool
-	run      *dumpRun
+	run      *bpfdump.Run
 	dumpBuf  recordBuf
 	last     Stats
 	dumpErr  error
@@ -138,13 +140,15 @@ type Session struct {
 // side-band (and the sampling event, if any) on every CPU, and starts
 // streaming. Missing privileges give a *PermissionError.
 func NewSession(opts SessionOptions) (*Session, error) {
-	if err := opts.check(); err != nil {
+	if err := opts.Check(); err != nil {
 		return nil, err
 	}
-	opts.SampleType = sidebandSampleType
-	rc := ringConfig{pages: opts.RingPages, sideband: true, data: opts.Data, buildID: !opts.NoBuildID}
-	rc.sampler = opts.Sample
-	b, err := newBPF(opts.Options, rc)
+	opts.SampleType = bpfdump.SidebandSampleType
+	rc := bpfdump.RingConfig{Pages: opts.RingPages, Sideband: true, Data: opts.Data, BuildID: !opts.NoBuildID}
+	if opts.Sample != nil {
+		rc.Sampler = samplerPerfAttr(opts.Sample)
+	}
+	b, err := bpfdump.NewWithRings(opts.Options, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -156,13 +160,13 @@ func NewSession(opts SessionOptions) (*Session, error) {
 	return s, nil
 }
 
-func (s *Session) init(rc ringConfig) error {
+func (s *Session) init(rc bpfdump.RingConfig) error {
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("eventfd: %w", err)
 	}
 	s.wake = wake
-	for _, fd := range append(s.b.rings.liveFDs(), wake) {
+	for _, fd := range append(s.b.LiveFDs(), wake) {
 		s.pollfds = append(s.pollfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
 	if len(s.opts.Pids) > 0 {
@@ -171,17 +175,17 @@ func (s *Session) init(rc ringConfig) error {
 			s.tracked[uint32(pid)] = struct{}{}
 		}
 	}
-	s.b.round.live = s.addLive
-	liveIDs, samplerIDs := s.b.rings.ids()
-	side := rc.liveAttr()
+	s.b.SetLive(s.addLive)
+	liveIDs, samplerIDs := s.b.IDs()
+	side := rc.LiveAttr()
 	side.Flags &^= perfdata.AttrWatermark
 	side.WakeupEvents = 0
 	s.attrs = []perfdata.WriterAttr{{Attr: side, Name: attrName, IDs: liveIDs}}
-	if rc.sampler != nil {
-		a := samplerAttr(rc.sampler)
+	if s.opts.Sample != nil {
+		a := samplerAttr(s.opts.Sample)
 		a.Flags &^= perfdata.AttrDisabled
 		s.attrs = append(s.attrs, perfdata.WriterAttr{Attr: a, Name: "cpu-clock", IDs: samplerIDs})
-		return s.b.rings.enableSamplers()
+		return s.b.EnableSamplers()
 	}
 	return nil
 }
@@ -359,5 +363,5 @@ func (r *Record) Type() uint32 {
 	if len(r.Raw) < 8 {
 		return 0
 	}
-	return recType(r.Raw)
+	return dump.RecType(r.Raw)
 }

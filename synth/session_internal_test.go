@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/synth-dev/synth/internal/bpfiter"
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -30,11 +30,8 @@ func TestSessionDropsStaleGeneration(t *testing.T) {
 	// Inject: run the task pass three times under generation 1000
 	// without reading the rings.
 	const injected = 3
-	if err := s.b.objs.SynthGen.Set(uint64(1000)); err != nil {
-		t.Fatal(err)
-	}
 	for range injected {
-		if err := bpfiter.Drain(s.b.objs.DumpTask, pid); err != nil {
+		if err := s.b.EmitStale(pid, 1000); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +73,7 @@ func TestSessionFollowsForksInTimeOrder(t *testing.T) {
 	var got []uint32
 	var rec Record
 	for s.popLive(&rec, ^uint64(0)) {
-		got = append(got, recType(rec.Raw))
+		got = append(got, dump.RecType(rec.Raw))
 	}
 	if want := []uint32{perfdata.RecordFork, perfdata.RecordMmap2}; !slices.Equal(got, want) {
 		t.Errorf("records %v, want %v (FORK, then the child's MMAP2)", got, want)

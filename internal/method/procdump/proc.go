@@ -1,4 +1,4 @@
-package synth
+package procdump
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -19,25 +22,25 @@ type procMapping struct {
 // procReader reads the mappings of one process.
 type procReader func(pid int) ([]procMapping, error)
 
-// procMethod synthesizes records from /proc, one process per task of a
+// Method synthesizes records from /proc, one process per task of a
 // pool of workers, and writes them in perf's order. Procmaps and
 // Procquery differ only in how they read a process's mappings.
-type procMethod struct {
+type Method struct {
 	name    string
-	opts    Options
+	opts    dump.Options
 	threads int
 	read    procReader
-	text    kernelMap
+	text    dump.KernelMap
 	ids     *procIDs // build IDs read from the files; nil: none
 }
 
-func newProcMethod(name string, opts Options, threads int, read procReader) (*procMethod, error) {
+func newProcMethod(name string, opts dump.Options, threads int, read procReader) (*Method, error) {
 	if threads <= 0 {
 		threads = 1
 	}
-	m := &procMethod{name: name, opts: opts, threads: threads, read: read}
+	m := &Method{name: name, opts: opts, threads: threads, read: read}
 	if !opts.NoKernel {
-		text, err := kallsymsText("/proc/kallsyms")
+		text, err := dump.KallsymsText("/proc/kallsyms")
 		if err != nil {
 			return nil, err
 		}
@@ -54,37 +57,37 @@ type procResult struct {
 	gone                 bool
 }
 
-// Dump synthesizes the host (or Options.Pids) and hands each record to
+// Dump synthesizes the host (or dump.Options.Pids) and hands each record to
 // emit in perf's order: kernel maps, then per process COMM/FORK and MMAP2.
-func (m *procMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
-	d := newDump(m.opts, emit, nil)
-	d.stats.Method = m.name
+func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.Stats, error) {
+	d := dump.New(m.opts, emit, nil)
+	d.Stats.Method = m.name
 	if m.ids != nil {
 		m.ids.begin()
 	}
-	if err := d.kernelMaps(m.text); err != nil {
-		return d.stats, err
+	if err := d.KernelMaps(m.text); err != nil {
+		return d.Stats, err
 	}
 	pids := m.opts.Pids
 	if len(pids) == 0 {
 		var err error
 		if pids, err = procfs.Pids(); err != nil {
-			return d.stats, err
+			return d.Stats, err
 		}
 	}
 	err := m.run(ctx, pids, func(r *procResult) error {
 		if r.gone {
-			d.stats.Skipped++
+			d.Stats.Skipped++
 			return nil
 		}
-		d.stats.Processes++
-		d.stats.Threads += r.threads
-		d.stats.Mappings += r.maps
-		d.stats.FileMappings += r.files
-		d.stats.BuildIDMappings += r.buildIDs
+		d.Stats.Processes++
+		d.Stats.Threads += r.threads
+		d.Stats.Mappings += r.maps
+		d.Stats.FileMappings += r.files
+		d.Stats.BuildIDMappings += r.buildIDs
 		for rec := r.recs; len(rec) >= 8; {
 			n := int(uint16(rec[6]) | uint16(rec[7])<<8)
-			d.stats.Records++
+			d.Stats.Records++
 			if err := emit(rec[:n]); err != nil {
 				return err
 			}
@@ -93,14 +96,14 @@ func (m *procMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 		return nil
 	})
 	if m.ids != nil {
-		m.ids.end(&d.stats)
+		m.ids.end(&d.Stats)
 	}
-	return d.finishStats(), err
+	return d.FinishStats(), err
 }
 
 // run reads the processes with the worker pool and hands the results to
 // write in pid order. At most 4 results per worker wait to be written.
-func (m *procMethod) run(ctx context.Context, pids []int, write func(*procResult) error) error {
+func (m *Method) run(ctx context.Context, pids []int, write func(*procResult) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := make([]chan *procResult, len(pids))
@@ -152,9 +155,9 @@ func (m *procMethod) run(ctx context.Context, pids []int, write func(*procResult
 // process synthesizes one process: COMM for the leader, FORK and COMM for
 // the other threads, then MMAP2 for its mappings. A process that is gone
 // or unreadable comes back marked gone.
-func (m *procMethod) process(pid int) *procResult {
+func (m *Method) process(pid int) *procResult {
 	r := &procResult{}
-	st := m.opts.sampleType()
+	st := m.opts.SampleTypeOrDefault()
 	comms, err := procfs.ReadComms(pid)
 	if err != nil {
 		r.gone = true
@@ -181,7 +184,7 @@ func (m *procMethod) process(pid int) *procResult {
 		r.threads++
 	}
 	for _, mp := range maps {
-		if mp.Prot&protExec == 0 && !m.opts.Data {
+		if mp.Prot&unix.PROT_EXEC == 0 && !m.opts.Data {
 			continue
 		}
 		r.recs = m.mmap2(r, mp, p, st)
@@ -191,14 +194,14 @@ func (m *procMethod) process(pid int) *procResult {
 
 // mmap2 appends the MMAP2 record of one mapping, as perf synthesizes it
 // from /proc: anonymous mappings named //anon, page offset as /proc shows.
-func (m *procMethod) mmap2(r *procResult, mp procMapping, pid uint32, st uint64) []byte {
+func (m *Method) mmap2(r *procResult, mp procMapping, pid uint32, st uint64) []byte {
 	rec := perfdata.Mmap2{
 		Misc: perfdata.MiscUser, Pid: pid, Tid: pid,
 		Addr: mp.Start, Len: mp.End - mp.Start, Pgoff: mp.Pgoff,
 		Maj: mp.Maj, Min: mp.Min, Ino: mp.Ino,
 		Prot: mp.Prot, Flags: mp.Flags(), Filename: mp.Path,
 	}
-	if mp.Prot&protExec == 0 {
+	if mp.Prot&unix.PROT_EXEC == 0 {
 		rec.Misc |= perfdata.MiscMmapData
 	}
 	if rec.Filename == "" {
@@ -218,11 +221,10 @@ func (m *procMethod) mmap2(r *procResult, mp procMapping, pid uint32, st uint64)
 	return rec.Append(r.recs, st, &perfdata.SampleID{Pid: pid, Tid: pid})
 }
 
-// Close releases nothing; it is there for the Method interface.
 // Close ends the helper process of the build-ID reads, if any.
-func (m *procMethod) Close() error {
+func (m *Method) Close() error {
 	if m.ids != nil {
-		return m.ids.reader.close()
+		return m.ids.reader.Close()
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package synth
+package bpfdump
 
 import (
 	"bytes"
@@ -11,7 +11,10 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/elfnote"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
@@ -23,10 +26,10 @@ import (
 // before it, the rest its own.
 func TestExpandNext(t *testing.T) {
 	prev := perfdata.Mmap2{Misc: perfdata.MiscUser, Pid: 7, Tid: 7, Addr: 0x1000, Len: 0x1000,
-		Pgoff: 0, BuildID: []byte{1, 2, 3, 4}, Prot: protRead | protExec, Flags: mapPrivate,
+		Pgoff: 0, BuildID: []byte{1, 2, 3, 4}, Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE,
 		Filename: "/usr/lib/libx.so"}
 	want := prev
-	want.Addr, want.Len, want.Pgoff, want.Prot = 0x5000, 0x3000, 0x4000, protRead|protExec
+	want.Addr, want.Len, want.Pgoff, want.Prot = 0x5000, 0x3000, 0x4000, unix.PROT_READ|unix.PROT_EXEC
 	want.Misc = perfdata.MiscUser | perfdata.MiscMmapData
 	le := binary.NativeEndian
 	next := make([]byte, nextSize)
@@ -71,7 +74,7 @@ func TestExpandNext(t *testing.T) {
 // it, and a chunk's pacing within the iterator's seq_file beside the
 // budget, for every ring size the options allow.
 func TestWalkLimits(t *testing.T) {
-	for pages := MinRingPages; pages <= 1<<16; pages *= 2 {
+	for pages := dump.MinRingPages; pages <= 1<<16; pages *= 2 {
 		ring := pages * 4096
 		chunk, budget := walkLimits(ring)
 		if budget <= 0 || chunk < maxRecordBytes {
@@ -97,7 +100,7 @@ func TestBuildIDFromAnotherMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: path}}})
-	b, err := NewBPF(Options{Pids: []int{p.Pid}})
+	b, err := New(dump.Options{Pids: []int{p.Pid}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +108,9 @@ func TestBuildIDFromAnotherMapping(t *testing.T) {
 	ids := func() (n int) {
 		t.Helper()
 		_, err := b.Dump(context.Background(), func(rec []byte) error {
-			if recType(rec) == perfdata.RecordMmap2 && bytes.Contains(rec, []byte(path)) &&
+			if dump.RecType(rec) == perfdata.RecordMmap2 && bytes.Contains(rec, []byte(path)) &&
 				binary.NativeEndian.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0 &&
-				bytes.Equal(rec[mmap2BuildIDOff:mmap2BuildIDOff+len(elfnote.GoodID)], elfnote.GoodID) {
+				bytes.Equal(rec[dump.Mmap2BuildIDOff:dump.Mmap2BuildIDOff+len(elfnote.GoodID)], elfnote.GoodID) {
 				n++
 			}
 			return nil

@@ -1,4 +1,4 @@
-package synth
+package bpfdump
 
 import (
 	"cmp"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -62,7 +63,7 @@ func (r *round) reset() {
 // addOut takes one record of a BPF output ring, header included: the
 // programs' samples, or the kernel's count of those it could not write.
 func (r *round) addOut(cpu int, rec []byte) error {
-	switch recType(rec) {
+	switch dump.RecType(rec) {
 	case perfdata.RecordSample:
 		if len(rec) < sampleRawOffset+4 {
 			return fmt.Errorf("cpu %d: short sample (%d bytes)", cpu, len(rec))
@@ -149,16 +150,3 @@ func (r *round) sorted() []bpfRecord {
 }
 
 func (r *round) bytes(rec bpfRecord) []byte { return r.arena[rec.off : rec.off+rec.n] }
-
-// recType, recPid and recTid read a perf record's header and the pid/tid
-// that COMM, MMAP and MMAP2 records start with.
-func recType(rec []byte) uint32 { return binary.NativeEndian.Uint32(rec[0:]) }
-func recPid(rec []byte) uint32  { return binary.NativeEndian.Uint32(rec[8:]) }
-
-// recTid returns the thread a record is about (FORK keeps it at offset 16).
-func recTid(rec []byte) uint32 {
-	if recType(rec) == perfdata.RecordFork {
-		return binary.NativeEndian.Uint32(rec[16:])
-	}
-	return binary.NativeEndian.Uint32(rec[12:])
-}

@@ -1,4 +1,4 @@
-package synth
+package dump
 
 import (
 	"bufio"
@@ -19,8 +19,8 @@ const kernelPid = ^uint32(0)
 // followed by the reference symbol its relocation is computed from.
 const kernelMapName = "[kernel.kallsyms]_text"
 
-// kernelMap is one kernel or module text map.
-type kernelMap struct {
+// KernelMap is one kernel or module text map.
+type KernelMap struct {
 	name       string
 	start, len uint64
 	pgoff      uint64
@@ -29,7 +29,7 @@ type kernelMap struct {
 // kernelMaps emits the kernel's text map, then one map per module, as
 // perf synthesizes them: PERF_RECORD_MMAP records, misc KERNEL, pid -1.
 // Without kernel addresses (kptr_restrict), none are emitted.
-func (d *dump) kernelMaps(text kernelMap) error {
+func (d *Assembler) KernelMaps(text KernelMap) error {
 	if text.start == 0 {
 		return nil
 	}
@@ -37,7 +37,7 @@ func (d *dump) kernelMaps(text kernelMap) error {
 	if err != nil {
 		return err
 	}
-	for _, km := range append([]kernelMap{text}, mods...) {
+	for _, km := range append([]KernelMap{text}, mods...) {
 		m := perfdata.Mmap{
 			Misc:     perfdata.MiscKernel,
 			Pid:      kernelPid,
@@ -47,8 +47,8 @@ func (d *dump) kernelMaps(text kernelMap) error {
 			Filename: km.name,
 		}
 		d.buf = m.Append(d.buf[:0], d.sampleType, d.sampleID(kernelPid, 0))
-		d.stats.Kernel++
-		d.stats.Records++
+		d.Stats.Kernel++
+		d.Stats.Records++
 		if err := d.emit(d.buf); err != nil {
 			return err
 		}
@@ -56,32 +56,32 @@ func (d *dump) kernelMaps(text kernelMap) error {
 	return nil
 }
 
-// textMap is the kernel text map for the bounds of _text and _etext.
-func textMap(start, end uint64) kernelMap {
+// TextMap is the kernel text map for the bounds of _text and _etext.
+func TextMap(start, end uint64) KernelMap {
 	if start == 0 || end <= start {
-		return kernelMap{}
+		return KernelMap{}
 	}
-	return kernelMap{name: kernelMapName, start: start, len: end - start, pgoff: start}
+	return KernelMap{name: kernelMapName, start: start, len: end - start, pgoff: start}
 }
 
-// kallsymsText reads the kernel text map from a kallsyms file: the
+// KallsymsText reads the kernel text map from a kallsyms file: the
 // fallback when the BPF lookup is not available.
-func kallsymsText(path string) (kernelMap, error) {
+func KallsymsText(path string) (KernelMap, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return kernelMap{}, fmt.Errorf("read kernel text: %w", err)
+		return KernelMap{}, fmt.Errorf("read kernel text: %w", err)
 	}
 	defer f.Close()
 	text, etext, err := kernelText(f)
 	if err != nil {
-		return kernelMap{}, fmt.Errorf("read kernel text from %s: %w", path, err)
+		return KernelMap{}, fmt.Errorf("read kernel text from %s: %w", path, err)
 	}
-	return textMap(text, etext), nil
+	return TextMap(text, etext), nil
 }
 
 // readModules reads the module maps; a kernel without modules has no
 // /proc/modules.
-func readModules(path string) ([]kernelMap, error) {
+func readModules(path string) ([]KernelMap, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -140,8 +140,8 @@ func kallsymsLine(line []byte) (uint64, string, bool) {
 
 // parseModules reads /proc/modules lines, "name size refs deps state addr",
 // into maps named "[name]", as perf names modules it has no path for.
-func parseModules(r io.Reader) ([]kernelMap, error) {
-	var maps []kernelMap
+func parseModules(r io.Reader) ([]KernelMap, error) {
+	var maps []KernelMap
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := bytes.Fields(sc.Bytes())
@@ -156,7 +156,7 @@ func parseModules(r io.Reader) ([]kernelMap, error) {
 		if addr == 0 {
 			continue // hidden address
 		}
-		maps = append(maps, kernelMap{name: "[" + string(f[0]) + "]", start: addr, len: size})
+		maps = append(maps, KernelMap{name: "[" + string(f[0]) + "]", start: addr, len: size})
 	}
 	return maps, sc.Err()
 }

@@ -1,4 +1,4 @@
-package synth
+package bpfdump
 
 import (
 	"context"
@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/rlimit"
+
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/bpfiter"
+	"github.com/synth-dev/synth/internal/dump"
 )
 
 // MethodFloor names the benchmark floor of a walk: it visits every VMA
@@ -15,37 +17,39 @@ import (
 // walk can cost. The maple walk's floor also validates every walk.
 const MethodFloor = "floor"
 
-type floor struct {
+// Floor is the floor of one walk (see MethodFloor).
+type Floor struct {
 	objs synthbpf.SynthObjects
 	walk string
 }
 
-// NewFloor loads the floor of walk (WalkMaple or WalkIter; "" is
-// WalkMaple). Its Dump writes no records and reports the VMAs walked as
+// NewFloor loads the floor of walk (dump.WalkMaple or dump.WalkIter; "" is
+// dump.WalkMaple). Its Dump writes no records and reports the VMAs walked as
 // Mappings.
-func NewFloor(walk string) (Method, error) {
+func NewFloor(walk string) (*Floor, error) {
 	if err := checkCaps(); err != nil {
 		return nil, err
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	f := &floor{walk: walk}
+	f := &Floor{walk: walk}
 	if err := synthbpf.LoadSynthObjects(&f.objs, nil); err != nil {
 		return nil, fmt.Errorf("load BPF programs: %w", err)
 	}
 	return f, nil
 }
 
-func (f *floor) Dump(ctx context.Context, _ func([]byte) error) (Stats, error) {
-	st := Stats{Method: MethodFloor}
+// Dump walks every process once.
+func (f *Floor) Dump(ctx context.Context, _ func([]byte) error) (dump.Stats, error) {
+	st := dump.Stats{Method: MethodFloor}
 	start := time.Now()
 	var before, after uint64
 	if err := f.objs.Walked.Get(&before); err != nil {
 		return st, err
 	}
 	prog := f.objs.WalkMaple
-	if f.walk == WalkIter {
+	if f.walk == dump.WalkIter {
 		prog = f.objs.WalkVma
 	}
 	if err := bpfiter.Drain(prog, 0); err != nil {
@@ -59,4 +63,5 @@ func (f *floor) Dump(ctx context.Context, _ func([]byte) error) (Stats, error) {
 	return st, nil
 }
 
-func (f *floor) Close() error { return f.objs.Close() }
+// Close releases the programs.
+func (f *Floor) Close() error { return f.objs.Close() }

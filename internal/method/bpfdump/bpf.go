@@ -1,4 +1,4 @@
-package synth
+package bpfdump
 
 import (
 	"context"
@@ -8,9 +8,12 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/bpfiter"
-	"golang.org/x/sys/unix"
+	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/dump"
 )
 
 // paceUnit mirrors SYNTH_PACE_UNIT in bpf/synth.h: the programs write one
@@ -28,14 +31,14 @@ const cfgData = 1
 // BPF synthesizes records with BPF iterators. It holds the loaded programs
 // and the per-CPU rings, and can run any number of dumps, one at a time.
 type BPF struct {
-	opts  Options
+	opts  dump.Options
 	objs  synthbpf.SynthObjects
 	rings *rings
 	gen   uint64
-	ids   *idReader[synthbpf.SynthSynthFileKey] // reads the build IDs of files new to the cache
-	gate  *gateVMA                              // the [vsyscall] area /proc shows for every process
-	text  kernelMap                             // the kernel text map; zero without kernel addresses
-	lost  uint64                                // synth_lost already accounted for
+	ids   *buildid.Reader[synthbpf.SynthSynthFileKey] // reads the build IDs of files new to the cache
+	gate  *dump.Gate                                  // the [vsyscall] area /proc shows for every process
+	text  dump.KernelMap                              // the kernel text map; zero without kernel addresses
+	lost  uint64                                      // synth_lost already accounted for
 	// dd drops stale and duplicate synthesized records; a session feeds
 	// it the live records.
 	dd *deduper
@@ -56,20 +59,23 @@ type BPF struct {
 	prev, next []byte
 }
 
-// NewBPF checks privileges, loads the iterator programs and opens the
-// rings. Missing privileges give a *PermissionError.
-func NewBPF(opts Options) (*BPF, error) {
-	return newBPF(opts, ringConfig{pages: opts.RingPages})
+// New checks privileges, loads the iterator programs and opens the
+// rings of a dump without the live side-band. Missing privileges give a
+// *PermissionError.
+func New(opts dump.Options) (*BPF, error) {
+	return NewWithRings(opts, RingConfig{Pages: opts.RingPages})
 }
 
-func newBPF(opts Options, rc ringConfig) (*BPF, error) {
+// NewWithRings is New with the rings rc describes: a Session's, with the
+// live side-band and a sampling event.
+func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 	if err := checkCaps(); err != nil {
 		return nil, err
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	b := &BPF{opts: opts, dd: newDeduper(0), ids: newIDReader[synthbpf.SynthSynthFileKey](opts.BuildIDTimeout)}
+	b := &BPF{opts: opts, dd: newDeduper(0), ids: buildid.NewReader[synthbpf.SynthSynthFileKey](opts.BuildIDWait())}
 	if err := synthbpf.LoadSynthObjects(&b.objs, nil); err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			return nil, &PermissionError{Op: "load BPF programs", Err: err}
@@ -89,7 +95,7 @@ func newBPF(opts Options, rc ringConfig) (*BPF, error) {
 	b.iterBuf = make([]byte, readBudget(r.size))
 	chunk, budget := walkLimits(r.size)
 	b.chunk, b.walkBuf = chunk, make([]byte, budget)
-	b.gate, err = findGateVMA()
+	b.gate, err = dump.FindGate()
 	if err == nil && !opts.NoKernel {
 		b.text, err = b.kernelText()
 	}
@@ -103,16 +109,16 @@ func newBPF(opts Options, rc ringConfig) (*BPF, error) {
 // kernelText looks up _text and _etext once, with the kernel_text
 // program (bpf_kallsyms_lookup_name), or from /proc/kallsyms when that
 // program cannot run. The kernel text does not move while it runs.
-func (b *BPF) kernelText() (kernelMap, error) {
+func (b *BPF) kernelText() (dump.KernelMap, error) {
 	var start, end uint64
 	_, err := b.objs.KernelText.Run(&ebpf.RunOptions{})
 	if err == nil {
 		err = errors.Join(b.objs.TextStart.Get(&start), b.objs.TextEnd.Get(&end))
 	}
 	if err != nil || start == 0 {
-		return kallsymsText("/proc/kallsyms")
+		return dump.KallsymsText("/proc/kallsyms")
 	}
-	return textMap(start, end), nil
+	return dump.TextMap(start, end), nil
 }
 
 // readBudget is the iterator read size that keeps one read's records
@@ -133,7 +139,7 @@ func (b *BPF) Close() error {
 		errs = append(errs, b.rings.Close())
 		b.rings = nil
 	}
-	errs = append(errs, b.objs.Close(), b.ids.close())
+	errs = append(errs, b.objs.Close(), b.ids.Close())
 	b.objs = synthbpf.SynthObjects{}
 	return errors.Join(errs...)
 }
@@ -142,41 +148,42 @@ func (b *BPF) Close() error {
 // record, with its sample_id_all trailer, to emit, in perf's order: kernel
 // maps, then for each process its threads' FORK and COMM records and its
 // MMAP2 records. rec is only valid during the call.
-func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
-	r, err := b.startDump(ctx, emit, nil)
+func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (dump.Stats, error) {
+	r, err := b.Start(ctx, emit, nil)
 	for err == nil && !r.done {
-		err = r.write(0)
+		err = r.Write(0)
 	}
 	if r == nil {
-		return Stats{}, err
+		return dump.Stats{}, err
 	}
-	return r.stats(), err
+	return r.Stats(), err
 }
 
-// dumpRun is one dump of the BPF method, in two phases: startDump reads
-// the host (the maple walk's records are held), then write hands the held
-// records to emit a part at a time. A Session writes the next part when
-// its reader has taken the last, so it never holds a whole dump twice.
-type dumpRun struct {
+// Run is one dump of the BPF method, in two phases: Start reads the host
+// (the maple walk's records are held), then Write hands the held records
+// to emit a part at a time. A Session writes the next part when its
+// reader has taken the last, so it never holds a whole dump twice.
+type Run struct {
 	b           *BPF
-	d           *dump
+	d           *dump.Assembler
 	dups, stale int // the deduper's counts when the dump began
 	done        bool
 }
 
-// startDump reads the host for a dump whose records go to emit, and
-// those of the walk's hold to held, if not nil (see dump.held).
-func (b *BPF) startDump(ctx context.Context, emit, held func(rec []byte) error) (*dumpRun, error) {
+// Start reads the host for a dump of a new generation whose records go
+// to emit, and those of the walk's hold to held, if not nil (see
+// dump.Assembler.Held).
+func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Run, error) {
 	if b.rings == nil {
 		return nil, os.ErrClosed
 	}
-	d := newDump(b.opts, emit, b.gate)
-	d.held = held
-	d.ident = b.ident
-	d.stats.Method = "bpf"
+	d := dump.New(b.opts, emit, b.gate)
+	d.Held = held
+	d.Ident = b.ident
+	d.Stats.Method = "bpf"
 	b.gen++
-	b.dd.begin(b.gen, monotonicNow())
-	r := &dumpRun{b: b, d: d, dups: b.dd.Duplicates, stale: b.dd.Stale}
+	b.dd.begin(b.gen, MonotonicNow())
+	r := &Run{b: b, d: d, dups: b.dd.Duplicates, stale: b.dd.Stale}
 	err := b.read(ctx, d)
 	// A live record after the read cannot precede a synthesized one.
 	b.dd.end()
@@ -184,32 +191,37 @@ func (b *BPF) startDump(ctx context.Context, emit, held func(rec []byte) error) 
 	return r, err
 }
 
-// write hands the held records to emit, about limit bytes of them (0:
+// Write hands the held records to emit, about limit bytes of them (0:
 // all), in perf's order; after the last, it closes the dump.
-func (r *dumpRun) write(limit int) error {
+func (r *Run) Write(limit int) error {
 	done, err := r.b.hold.flushSome(limit)
 	if err == nil && done {
-		err = r.d.finish()
+		err = r.d.Finish()
 		done = true
 	}
 	r.done = done || err != nil
 	return err
 }
 
-func (r *dumpRun) stats() Stats {
-	r.d.stats.Duplicates = r.b.dd.Duplicates - r.dups
-	r.d.stats.Stale = r.b.dd.Stale - r.stale
-	return r.d.finishStats()
+// Done reports whether the dump has ended: every record written, or an
+// error returned.
+func (r *Run) Done() bool { return r.done }
+
+// Stats returns the counts of the dump.
+func (r *Run) Stats() dump.Stats {
+	r.d.Stats.Duplicates = r.b.dd.Duplicates - r.dups
+	r.d.Stats.Stale = r.b.dd.Stale - r.stale
+	return r.d.FinishStats()
 }
 
 // read reads the host: the kernel maps, then the processes with the
 // walk of the options.
-func (b *BPF) read(ctx context.Context, d *dump) error {
+func (b *BPF) read(ctx context.Context, d *dump.Assembler) error {
 	if err := b.configure(); err != nil {
 		return err
 	}
 	if !b.opts.NoKernel {
-		if err := d.kernelMaps(b.text); err != nil {
+		if err := d.KernelMaps(b.text); err != nil {
 			return err
 		}
 	}
@@ -220,14 +232,14 @@ func (b *BPF) read(ctx context.Context, d *dump) error {
 	if err := b.objs.SynthLost.Get(&lost); err != nil {
 		return fmt.Errorf("read lost count: %w", err)
 	}
-	d.stats.Lost += lost - b.lost
+	d.Stats.Lost += lost - b.lost
 	b.lost = lost
 	return nil
 }
 
-// monotonicNow reads CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns()
+// MonotonicNow reads CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns()
 // and of the rings' records.
-func monotonicNow() uint64 {
+func MonotonicNow() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) // cannot fail for this clock
 	return uint64(ts.Nano())
@@ -251,7 +263,7 @@ func (b *BPF) configure() error {
 		return fmt.Errorf("set chunk limit: %w", err)
 	}
 	b.readBuf = b.iterBuf
-	if b.opts.Walk != WalkIter {
+	if b.opts.Walk != dump.WalkIter {
 		b.readBuf = b.walkBuf
 	}
 	return b.objs.LastTid.Set(uint32(0))
@@ -260,7 +272,7 @@ func (b *BPF) configure() error {
 // pass runs one iterator program over every task, or over each of pids
 // when the dump is restricted to some processes, feeding its records to
 // add in emission order.
-func (b *BPF) pass(ctx context.Context, d *dump, prog *ebpf.Program, pids []int, add func([]byte) error) error {
+func (b *BPF) pass(ctx context.Context, d *dump.Assembler, prog *ebpf.Program, pids []int, add func([]byte) error) error {
 	if len(b.opts.Pids) == 0 {
 		return b.runIter(ctx, d, prog, 0, add)
 	}
@@ -269,11 +281,11 @@ func (b *BPF) pass(ctx context.Context, d *dump, prog *ebpf.Program, pids []int,
 
 // passEach runs one iterator program over the threads of each of pids;
 // a process that is gone is skipped.
-func (b *BPF) passEach(ctx context.Context, d *dump, prog *ebpf.Program, pids []int, add func([]byte) error) error {
+func (b *BPF) passEach(ctx context.Context, d *dump.Assembler, prog *ebpf.Program, pids []int, add func([]byte) error) error {
 	for _, pid := range pids {
 		err := b.runIter(ctx, d, prog, pid, add)
 		if errors.Is(err, bpfiter.ErrNoProcess) {
-			d.skip(pid)
+			d.Skip(pid)
 			continue
 		}
 		if err != nil {

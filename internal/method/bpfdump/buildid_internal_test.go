@@ -1,4 +1,4 @@
-package synth
+package bpfdump
 
 import (
 	"bytes"
@@ -6,10 +6,13 @@ import (
 	"testing"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/elfnote"
 	"github.com/synth-dev/synth/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // A file new to the cache is read through the mapping the walk noted;
@@ -35,10 +38,10 @@ func TestResolvePendingOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(m)
-	here := mappingAt{os.Getpid(), uint64(uintptr(unsafe.Pointer(&m[0]))), 0}
-	here.end = here.start + 4096
+	here := buildid.Mapping{Pid: os.Getpid(), Start: uint64(uintptr(unsafe.Pointer(&m[0])))}
+	here.End = here.Start + 4096
 
-	b, err := NewBPF(Options{NoKernel: true})
+	b, err := New(dump.Options{NoKernel: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,20 +50,20 @@ func TestResolvePendingOthers(t *testing.T) {
 		CtimeSec: st.Ctim.Sec, CtimeNsec: uint32(st.Ctim.Nsec), MtimeSec: st.Mtim.Sec, MtimeNsec: uint32(st.Mtim.Nsec)}
 	for _, tc := range []struct {
 		name   string
-		noted  mappingAt
-		others []mappingAt // nil: others must not be asked
+		noted  buildid.Mapping
+		others []buildid.Mapping // nil: others must not be asked
 	}{
-		{"noted mapping gone", mappingAt{os.Getpid(), 0x1000, 0x2000}, []mappingAt{here}},
+		{"noted mapping gone", buildid.Mapping{Pid: os.Getpid(), Start: 0x1000, End: 0x2000}, []buildid.Mapping{here}},
 		{"noted mapping there", here, nil},
 	} {
 		b.objs.BuildIds.Delete(&key)
-		pend := synthbpf.SynthSynthPending{Start: tc.noted.start, End: tc.noted.end, Pid: uint32(tc.noted.pid)}
+		pend := synthbpf.SynthSynthPending{Start: tc.noted.Start, End: tc.noted.End, Pid: uint32(tc.noted.Pid)}
 		if err := b.objs.Pending.Put(&key, &pend); err != nil {
 			t.Fatal(err)
 		}
 		asked := false
-		d := newDump(b.opts, func([]byte) error { return nil }, nil)
-		ids, err := b.resolvePending(d, func(fileIdent) []mappingAt {
+		d := dump.New(b.opts, func([]byte) error { return nil }, nil)
+		ids, err := b.resolvePending(d, func(fileIdent) []buildid.Mapping {
 			asked = true
 			return tc.others
 		})

@@ -1,4 +1,4 @@
-package synth
+package bpfdump
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
+
 	"github.com/synth-dev/synth/internal/bpfiter"
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -29,7 +31,7 @@ type pipeline struct {
 
 // startPipeline starts the handler of one iterator's rounds: it feeds
 // their records to add, as deliver does.
-func (b *BPF) startPipeline(d *dump, add func([]byte) error) *pipeline {
+func (b *BPF) startPipeline(d *dump.Assembler, add func([]byte) error) *pipeline {
 	p := &pipeline{
 		work: make(chan *round, len(b.rounds)),
 		free: make(chan *round, len(b.rounds)),
@@ -74,7 +76,7 @@ func (p *pipeline) stop() error {
 // runIter reads one iterator instance with bounded reads, draining every
 // ring after each read so that no ring can overflow, and hands what each
 // read wrote to add, in emission order.
-func (b *BPF) runIter(ctx context.Context, d *dump, prog *ebpf.Program, pid int, add func([]byte) error) error {
+func (b *BPF) runIter(ctx context.Context, d *dump.Assembler, prog *ebpf.Program, pid int, add func([]byte) error) error {
 	it, err := bpfiter.Open(prog, pid)
 	if err != nil {
 		return fmt.Errorf("open %s iterator: %w", prog, err)
@@ -82,7 +84,7 @@ func (b *BPF) runIter(ctx context.Context, d *dump, prog *ebpf.Program, pid int,
 	defer it.Close()
 	p := b.startPipeline(d, add)
 	reads, err := b.readIter(ctx, it, prog, p)
-	d.stats.Reads += reads
+	d.Stats.Reads += reads
 	if herr := p.stop(); herr != nil {
 		return herr
 	}
@@ -137,15 +139,15 @@ func (b *BPF) drain(r *round) error {
 // deliver hands the live records of a drained round to the session, and
 // its current generation's synthesized records to add, in emission
 // order.
-func (b *BPF) deliver(d *dump, r *round, add func([]byte) error) error {
+func (b *BPF) deliver(d *dump.Assembler, r *round, add func([]byte) error) error {
 	if err := r.passLive(); err != nil {
 		return err
 	}
-	d.stats.Lost += r.lost
+	d.Stats.Lost += r.lost
 	r.lost = 0
 	for _, rec := range r.sorted() {
 		raw := r.bytes(rec)
-		switch recType(raw) {
+		switch dump.RecType(raw) {
 		case perfdata.RecordMmap2:
 			b.prev = append(b.prev[:0], raw...)
 		case recordMmap2Next:

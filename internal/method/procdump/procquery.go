@@ -1,4 +1,4 @@
-package synth
+package procdump
 
 import (
 	"errors"
@@ -7,8 +7,10 @@ import (
 	"runtime"
 	"unsafe"
 
-	"github.com/synth-dev/synth/internal/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/dump"
+	"github.com/synth-dev/synth/internal/procfs"
 )
 
 // procmapQuery mirrors struct procmap_query (include/uapi/linux/fs.h,
@@ -46,11 +48,11 @@ const (
 // ioctl of /proc/PID/maps for each VMA, reads the build ID of each file
 // once per dump from the file (see procIDs), and reads task comms from
 // /proc, with a pool of threads workers.
-func NewProcquery(opts Options, threads int) (Method, error) {
+func NewProcquery(opts dump.Options, threads int) (*Method, error) {
 	if err := probeProcquery(); err != nil {
 		return nil, err
 	}
-	gate, err := findGateVMA()
+	gate, err := dump.FindGate()
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +62,7 @@ func NewProcquery(opts Options, threads int) (Method, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.ids = newProcIDs(opts.BuildIDTimeout)
+	m.ids = newProcIDs(opts.BuildIDWait())
 	return m, nil
 }
 
@@ -77,7 +79,7 @@ func probeProcquery() error {
 
 // queryMaps walks the VMAs of pid with PROCMAP_QUERY and appends the gate
 // area, which /proc/PID/maps shows but the VMA tree does not hold.
-func queryMaps(pid int, gate *gateVMA) ([]procMapping, error) {
+func queryMaps(pid int, gate *dump.Gate) ([]procMapping, error) {
 	f, err := os.Open(pidPath(pid, "maps"))
 	if err != nil {
 		return nil, fmt.Errorf("query maps of pid %d: %w", pid, err)
@@ -105,8 +107,8 @@ func queryMaps(pid int, gate *gateVMA) ([]procMapping, error) {
 		addr = q.VMAEnd
 	}
 	if gate != nil && len(maps) > 0 {
-		maps = append(maps, procMapping{Mapping: procfs.Mapping{Start: gate.start, End: gate.end,
-			Prot: gate.prot, Path: gateVMAName}})
+		maps = append(maps, procMapping{Mapping: procfs.Mapping{Start: gate.Start, End: gate.End,
+			Prot: gate.Prot, Path: dump.GateName}})
 	}
 	return maps, nil
 }
@@ -116,7 +118,7 @@ func toMapping(q *procmapQuery, name []byte) procMapping {
 		Start: q.VMAStart, End: q.VMAEnd, Pgoff: q.VMAOffset, Ino: q.Inode,
 		Maj: q.DevMajor, Min: q.DevMinor, Shared: q.VMAFlags&pmqShared != 0,
 	}}
-	for bit, prot := range map[uint64]uint32{pmqReadable: protRead, pmqWritable: protWrite, pmqExecutable: protExec} {
+	for bit, prot := range map[uint64]uint32{pmqReadable: unix.PROT_READ, pmqWritable: unix.PROT_WRITE, pmqExecutable: unix.PROT_EXEC} {
 		if q.VMAFlags&bit != 0 {
 			m.Prot |= prot
 		}

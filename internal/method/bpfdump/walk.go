@@ -1,4 +1,4 @@
-package synth
+package bpfdump
 
 import (
 	"context"
@@ -8,18 +8,10 @@ import (
 	"unsafe"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/bpfiter"
+	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/perfdata"
-)
-
-// Walks: how the BPF method reads each process's VMAs.
-const (
-	// WalkMaple reads each process's maple tree under RCU from one task
-	// iterator, and validates every walk; a process whose walk does not
-	// hold is read again with the iterator. The default.
-	WalkMaple = "maple"
-	// WalkIter reads every process with the kernel's task_vma
-	// iterator, the build IDs of new files read as with WalkMaple.
-	WalkIter = "iter"
 )
 
 // Mirrors of bpf/synth.h.
@@ -51,17 +43,17 @@ func walkLimits(ringBytes int) (chunk uint32, budget int) {
 // known. Records are copied into fixed blocks, reused from dump to dump,
 // so that holding a large dump moves no memory around.
 type walkHold struct {
-	d        *dump
+	d        *dump.Assembler
 	blocks   [][]byte
 	used     int // blocks in use; the last one is being filled
 	procs    map[uint32][]holdLoc
-	curPid   uint32                    // the process keep adds to, and its list not yet
-	cur      []holdLoc                 // in procs (see putCur)
-	others   map[fileIdent][]mappingAt // see mappingsOf; nil until asked
-	order    []uint32                  // pids of procs, ascending, for flushSome
-	pi, ri   int                       // flushSome's place: in order, and in its records
-	resume   []int                     // processes whose walk goes on in another chunk
-	fallback []int                     // processes to read again with the iterator
+	curPid   uint32                          // the process keep adds to, and its list not yet
+	cur      []holdLoc                       // in procs (see putCur)
+	others   map[fileIdent][]buildid.Mapping // see mappingsOf; nil until asked
+	order    []uint32                        // pids of procs, ascending, for flushSome
+	pi, ri   int                             // flushSome's place: in order, and in its records
+	resume   []int                           // processes whose walk goes on in another chunk
+	fallback []int                           // processes to read again with the iterator
 	invalid  int
 }
 
@@ -85,7 +77,7 @@ func newWalkHold() *walkHold {
 }
 
 // reset empties the hold for the dump d, keeping its blocks.
-func (h *walkHold) reset(d *dump) {
+func (h *walkHold) reset(d *dump.Assembler) {
 	h.d, h.used, h.invalid, h.cur, h.others = d, 0, 0, nil, nil
 	h.resume, h.fallback = h.resume[:0], h.fallback[:0]
 	clear(h.procs)
@@ -99,9 +91,9 @@ func (h *walkHold) bytes(l holdLoc) []byte { return h.blocks[l.blk][l.off : l.of
 
 // add takes a record of dump_tasks, in emission order.
 func (h *walkHold) add(rec []byte) error {
-	switch recType(rec) {
+	switch dump.RecType(rec) {
 	case perfdata.RecordComm, perfdata.RecordFork:
-		return h.d.addTask(rec)
+		return h.d.AddTask(rec)
 	case perfdata.RecordMmap2:
 		h.keep(rec)
 	case recordWalk:
@@ -119,17 +111,15 @@ func (h *walkHold) keep(rec []byte) {
 		h.used++
 	}
 	b := &h.blocks[h.used-1]
-	if pid := recPid(rec); pid != h.curPid || h.cur == nil {
+	if pid := dump.RecPid(rec); pid != h.curPid || h.cur == nil {
 		h.putCur()
 		h.curPid, h.cur = pid, h.procs[pid]
 	}
-	// The record is kept with its sample_id_all trailer (dump.trailed),
-	// so that writing it out is no further copy.
+	// The record is kept with its sample_id_all trailer (Trailed), so
+	// that writing it out is no further copy.
 	off := len(*b)
-	*b = append(*b, rec...)
-	*b = perfdata.AppendSampleID(*b, h.d.sampleType, h.d.sampleID(recPid(rec), recTid(rec)))
+	*b = h.d.AppendTrailer(*b, rec)
 	n := len(*b) - off
-	binary.NativeEndian.PutUint16((*b)[off+6:], uint16(n))
 	h.cur = append(h.cur, holdLoc{int32(h.used - 1), uint32(off), uint32(n)})
 }
 
@@ -157,12 +147,12 @@ func (h *walkHold) end(rec []byte) error {
 	if len(rec) < walkSize {
 		return fmt.Errorf("walk record of %d bytes", len(rec))
 	}
-	pid := recPid(rec)
+	pid := dump.RecPid(rec)
 	switch status := binary.NativeEndian.Uint32(rec[walkStatus:]); status {
 	case walkDone:
 	case walkMore:
 		h.resume = append(h.resume, int(pid))
-		h.d.stats.Resumed++
+		h.d.Stats.Resumed++
 	case walkInvalid:
 		// Nothing of the walk counts: read the whole process again.
 		h.putCur()
@@ -176,11 +166,11 @@ func (h *walkHold) end(rec []byte) error {
 }
 
 // addIter takes a record of the task_vma iterator (dump_vma): run over
-// every process with WalkIter, or over a process whose maple walk did
+// every process with dump.WalkIter, or over a process whose maple walk did
 // not hold. It keeps the MMAP2 records; the COMM records repeat what the
 // task pass wrote.
 func (h *walkHold) addIter(rec []byte) error {
-	if recType(rec) == perfdata.RecordMmap2 {
+	if dump.RecType(rec) == perfdata.RecordMmap2 {
 		h.keep(rec)
 	}
 	return nil
@@ -205,9 +195,9 @@ func (h *walkHold) setBuildIDs(ids map[fileIdent][]byte) {
 				continue
 			}
 			le.PutUint16(rec[4:], le.Uint16(rec[4:])|perfdata.MiscMmapBuildID)
-			clear(rec[mmap2BuildIDSizeOff : mmap2FilenameOff-8])
-			rec[mmap2BuildIDSizeOff] = byte(len(id))
-			copy(rec[mmap2BuildIDOff:], id)
+			clear(rec[dump.Mmap2BuildIDSizeOff : dump.Mmap2FilenameOff-8])
+			rec[dump.Mmap2BuildIDSizeOff] = byte(len(id))
+			copy(rec[dump.Mmap2BuildIDOff:], id)
 		}
 	}
 }
@@ -224,22 +214,16 @@ func (h *walkHold) sortPids() {
 	h.pi, h.ri = 0, 0
 }
 
-// mappingAt is a mapping of a file by a process.
-type mappingAt struct {
-	pid        int
-	start, end uint64
-}
-
 // maxOthers bounds the other mappings of a file mappingsOf offers.
 const maxOthers = 8
 
 // mappingsOf returns mappings of the file ident names in the held
 // records, one per process, up to maxOthers. The first call indexes the
 // hold.
-func (h *walkHold) mappingsOf(ident fileIdent) []mappingAt {
+func (h *walkHold) mappingsOf(ident fileIdent) []buildid.Mapping {
 	if h.others == nil {
 		h.putCur()
-		h.others = make(map[fileIdent][]mappingAt)
+		h.others = make(map[fileIdent][]buildid.Mapping)
 		le := binary.NativeEndian
 		for pid, locs := range h.procs {
 			for _, l := range locs {
@@ -249,9 +233,9 @@ func (h *walkHold) mappingsOf(ident fileIdent) []mappingAt {
 				}
 				id := identOf(rec)
 				ms := h.others[id]
-				if len(ms) < maxOthers && (len(ms) == 0 || ms[len(ms)-1].pid != int(pid)) {
+				if len(ms) < maxOthers && (len(ms) == 0 || ms[len(ms)-1].Pid != int(pid)) {
 					start := le.Uint64(rec[mmap2AddrOff:])
-					h.others[id] = append(ms, mappingAt{int(pid), start, start + le.Uint64(rec[mmap2AddrOff+8:])})
+					h.others[id] = append(ms, buildid.Mapping{Pid: int(pid), Start: start, End: start + le.Uint64(rec[mmap2AddrOff+8:])})
 				}
 			}
 		}
@@ -271,7 +255,7 @@ func (h *walkHold) flushSome(limit int) (bool, error) {
 				return false, nil
 			}
 			rec := h.bytes(locs[h.ri])
-			if err := h.d.addVMA(rec); err != nil {
+			if err := h.d.AddVMA(rec); err != nil {
 				return true, err
 			}
 			n += len(rec)
@@ -301,15 +285,15 @@ func identOfKey(k *synthbpf.SynthSynthFileKey) fileIdent {
 // holding their MMAP2 records, then reads the build IDs of files new to
 // the cache in userspace, from the files, and puts them into the held
 // records. The records are then written by dumpRun.write.
-func (b *BPF) readHeld(ctx context.Context, d *dump) error {
+func (b *BPF) readHeld(ctx context.Context, d *dump.Assembler) error {
 	if b.hold == nil {
 		b.hold = newWalkHold()
 	}
 	h := b.hold
 	h.reset(d)
-	d.trailed = true
+	d.Trailed = true
 	var err error
-	if b.opts.Walk == WalkIter {
+	if b.opts.Walk == dump.WalkIter {
 		err = b.readVMAIter(ctx, d, h)
 	} else {
 		err = b.readMaple(ctx, d, h)
@@ -334,15 +318,15 @@ func (b *BPF) readHeld(ctx context.Context, d *dump) error {
 // readMaple reads the processes with the maple walk: one pass of
 // dump_tasks over the tasks, more chunks for processes too large for
 // one, and the task_vma iterator for processes whose walk did not hold.
-func (b *BPF) readMaple(ctx context.Context, d *dump, h *walkHold) error {
+func (b *BPF) readMaple(ctx context.Context, d *dump.Assembler, h *walkHold) error {
 	if err := b.pass(ctx, d, b.objs.DumpTasks, b.opts.Pids, h.add); err != nil {
 		return err
 	}
-	d.tasksDone(b.opts.Pids)
+	d.TasksDone(b.opts.Pids)
 	if err := b.resumeWalks(ctx, d, h); err != nil {
 		return err
 	}
-	d.stats.WalksInvalid = h.invalid
+	d.Stats.WalksInvalid = h.invalid
 	if len(h.fallback) == 0 {
 		return nil
 	}
@@ -352,17 +336,17 @@ func (b *BPF) readMaple(ctx context.Context, d *dump, h *walkHold) error {
 // readVMAIter reads the processes with the task_vma iterator: a pass of
 // dump_task for the threads' FORK and COMM records, then one of
 // dump_vma for the MMAP2 records.
-func (b *BPF) readVMAIter(ctx context.Context, d *dump, h *walkHold) error {
-	if err := b.pass(ctx, d, b.objs.DumpTask, b.opts.Pids, d.addTask); err != nil {
+func (b *BPF) readVMAIter(ctx context.Context, d *dump.Assembler, h *walkHold) error {
+	if err := b.pass(ctx, d, b.objs.DumpTask, b.opts.Pids, d.AddTask); err != nil {
 		return err
 	}
-	live := d.tasksDone(b.opts.Pids)
+	live := d.TasksDone(b.opts.Pids)
 	return b.pass(ctx, d, b.objs.DumpVma, live, h.addIter)
 }
 
 // resumeWalks runs dump_tasks again, in resume mode, over each process
 // whose walk stopped at the chunk limit, until every walk has ended.
-func (b *BPF) resumeWalks(ctx context.Context, d *dump, h *walkHold) error {
+func (b *BPF) resumeWalks(ctx context.Context, d *dump.Assembler, h *walkHold) error {
 	if len(h.resume) == 0 {
 		return nil
 	}
@@ -419,4 +403,19 @@ func expandNext(buf, prev, next []byte) ([]byte, error) {
 	copy(buf[mmap2AddrOff:], next[nextAddr:nextAddr+24])              // addr, len, pgoff
 	copy(buf[mmap2ProtOff:mmap2ProtOff+8], next[nextProt:nextProt+8]) // prot, flags
 	return buf, nil
+}
+
+// FailWalk makes the maple walk of process pid fail its validation, as
+// if the process had changed while it was read: for tests of the
+// fallback.
+func (b *BPF) FailWalk(pid int) error { return b.objs.FailTgid.Set(uint32(pid)) }
+
+// EmitStale runs the thread pass over process pid under generation gen,
+// leaving its records in the rings unread: for tests of the generation
+// rule, which must drop them.
+func (b *BPF) EmitStale(pid int, gen uint64) error {
+	if err := b.objs.SynthGen.Set(gen); err != nil {
+		return err
+	}
+	return bpfiter.Drain(b.objs.DumpTask, pid)
 }

@@ -1,4 +1,4 @@
-package synth
+package dump
 
 import (
 	"bufio"
@@ -10,29 +10,29 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// gateVMA is the vsyscall page. /proc/PID/maps lists it for every 64-bit
+// Gate is the vsyscall page. /proc/PID/maps lists it for every 64-bit
 // process (fs/proc/task_mmu.c, via get_gate_vma()), but it is not in any
 // mm's VMA tree, so no VMA iterator sees it: the dump adds it to every
 // process the way /proc reports it. It is read once from /proc/self/maps;
 // it is the same for all 64-bit processes.
-type gateVMA struct {
-	start, end uint64
-	prot       uint32
+type Gate struct {
+	Start, End uint64
+	Prot       uint32
 }
 
 // Values of PROT_* and MAP_* (include/uapi/asm-generic/mman-common.h).
 const (
-	protRead    = 1
-	protWrite   = 2
-	protExec    = 4
-	mapShared   = 1
-	mapPrivate  = 2
-	gateVMAName = "[vsyscall]"
+	protRead   = 1
+	protWrite  = 2
+	protExec   = 4
+	mapShared  = 1
+	mapPrivate = 2
+	GateName   = "[vsyscall]"
 )
 
-// findGateVMA returns the gate area of this process, or nil when the
+// FindGate returns the gate area of this process, or nil when the
 // kernel has none (vsyscall=none).
-func findGateVMA() (*gateVMA, error) {
+func FindGate() (*Gate, error) {
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
 		return nil, fmt.Errorf("find gate area: %w", err)
@@ -42,7 +42,7 @@ func findGateVMA() (*gateVMA, error) {
 	sc.Buffer(make([]byte, 0, 8192), 64<<10)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if !bytes.HasSuffix(line, []byte(" "+gateVMAName)) {
+		if !bytes.HasSuffix(line, []byte(" "+GateName)) {
 			continue
 		}
 		return parseGateLine(line)
@@ -54,7 +54,7 @@ func findGateVMA() (*gateVMA, error) {
 }
 
 // parseGateLine reads "start-end perms ..." from a maps line.
-func parseGateLine(line []byte) (*gateVMA, error) {
+func parseGateLine(line []byte) (*Gate, error) {
 	fields := bytes.Fields(line)
 	if len(fields) < 2 {
 		return nil, fmt.Errorf("find gate area: malformed line %q", line)
@@ -65,34 +65,34 @@ func parseGateLine(line []byte) (*gateVMA, error) {
 	if !ok || err1 != nil || err2 != nil || end <= start || len(fields[1]) < 3 {
 		return nil, fmt.Errorf("find gate area: malformed line %q", line)
 	}
-	g := &gateVMA{start: start, end: end}
+	g := &Gate{Start: start, End: end}
 	perms := fields[1]
 	if perms[0] == 'r' {
-		g.prot |= protRead
+		g.Prot |= protRead
 	}
 	if perms[1] == 'w' {
-		g.prot |= protWrite
+		g.Prot |= protWrite
 	}
 	if perms[2] == 'x' {
-		g.prot |= protExec
+		g.Prot |= protExec
 	}
 	return g, nil
 }
 
 // append encodes the gate area of process pid as an MMAP2 record.
-func (g *gateVMA) append(b []byte, sampleType uint64, sid *perfdata.SampleID) []byte {
+func (g *Gate) append(b []byte, sampleType uint64, sid *perfdata.SampleID) []byte {
 	pid := sid.Pid
 	m := perfdata.Mmap2{
 		Misc:     perfdata.MiscUser,
 		Pid:      pid,
 		Tid:      pid,
-		Addr:     g.start,
-		Len:      g.end - g.start,
-		Prot:     g.prot,
+		Addr:     g.Start,
+		Len:      g.End - g.Start,
+		Prot:     g.Prot,
 		Flags:    mapPrivate,
-		Filename: gateVMAName,
+		Filename: GateName,
 	}
-	if g.prot&protExec == 0 {
+	if g.Prot&protExec == 0 {
 		m.Misc |= perfdata.MiscMmapData
 	}
 	return m.Append(b, sampleType, sid)

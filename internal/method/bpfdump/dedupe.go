@@ -1,9 +1,10 @@
-package synth
+package bpfdump
 
 import (
 	"encoding/binary"
 	"strings"
 
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -35,7 +36,7 @@ func (f mapFile) sameFile(o mapFile) bool {
 }
 
 func keyOf(rec []byte) (mapKey, mapFile, bool) {
-	if len(rec) < mmap2FilenameOff+1 || recType(rec) != perfdata.RecordMmap2 {
+	if len(rec) < dump.Mmap2FilenameOff+1 || dump.RecType(rec) != perfdata.RecordMmap2 {
 		return mapKey{}, mapFile{}, false
 	}
 	le := binary.NativeEndian
@@ -47,7 +48,7 @@ func keyOf(rec []byte) (mapKey, mapFile, bool) {
 		prot:  le.Uint32(rec[64:]),
 		// A file unlinked after the mmap is named so by the
 		// iterator but not by the live record.
-		file: strings.TrimSuffix(cstring(rec[mmap2FilenameOff:]), deletedSuffix),
+		file: strings.TrimSuffix(dump.CString(rec[dump.Mmap2FilenameOff:]), deletedSuffix),
 	}
 	f := mapFile{buildID: le.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0}
 	copy(f.ident[:], rec[40:64])

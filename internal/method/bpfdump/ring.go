@@ -1,4 +1,4 @@
-package synth
+package bpfdump
 
 import (
 	"errors"
@@ -9,17 +9,9 @@ import (
 	perf "github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/perfring"
 	"github.com/synth-dev/synth/perfdata"
-)
-
-// Ring sizes, in pages of data per CPU.
-const (
-	// DefaultRingPages is the ring size used when Options.RingPages is 0.
-	DefaultRingPages = 256
-	// MinRingPages is the smallest ring the pacing can keep lossless: it
-	// must hold several of the largest records (a PATH_MAX file name).
-	MinRingPages = 16
 )
 
 // ringSampleType is the sample layout of the BPF output events: u64 id,
@@ -27,30 +19,30 @@ const (
 const ringSampleType = perfdata.SampleIdentifier | perfdata.SampleTID |
 	perfdata.SampleTime | perfdata.SampleRaw
 
-// sidebandSampleType is the sample_id_all trailer the kernel appends to
+// SidebandSampleType is the sample_id_all trailer the kernel appends to
 // live records, and so the one synthesized records get when they are
 // written with them. The identifier comes first (and last, in the
 // trailer) so that records of several events can share a ring.
-const sidebandSampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata.SampleTime
+const SidebandSampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata.SampleTime
 
-// ringConfig says which rings to open and what they receive.
-type ringConfig struct {
-	pages int
-	// sideband opens a second ring per CPU for the kernel's live
+// RingConfig says which rings to open and what they receive.
+type RingConfig struct {
+	Pages int // data pages per CPU; 0: dump.DefaultRingPages
+	// Sideband opens a second ring per CPU for the kernel's live
 	// MMAP2, COMM and FORK/EXIT records.
-	sideband bool
-	data     bool // live records of non-executable mappings too
-	buildID  bool // live MMAP2 records in build-ID form
-	// sampler, when set, is opened on every CPU with its output
+	Sideband bool
+	Data     bool // live records of non-executable mappings too
+	BuildID  bool // live MMAP2 records in build-ID form
+	// Sampler, when set, is opened on every CPU with its output
 	// redirected into that CPU's side-band ring.
-	sampler *SampleOptions
+	Sampler *perf.Attr
 }
 
 // outAttr is the attr of the BPF output events: they carry the records
 // the programs emit and nothing else, so that the pacing, which bounds
 // what the programs write between two drains, bounds everything in
 // their rings.
-func (c *ringConfig) outAttr() perfdata.Attr {
+func (c *RingConfig) outAttr() perfdata.Attr {
 	return perfdata.Attr{
 		Type:         unix.PERF_TYPE_SOFTWARE,
 		Size:         perfdata.AttrSize,
@@ -59,22 +51,22 @@ func (c *ringConfig) outAttr() perfdata.Attr {
 		SampleType:   ringSampleType,
 		Flags:        perfdata.AttrWatermark | perfdata.AttrUseClockID,
 		// Never wake up per record: readers drain between reads.
-		WakeupEvents: uint32(c.pages * os.Getpagesize() / 2),
+		WakeupEvents: uint32(c.Pages * os.Getpagesize() / 2),
 		ClockID:      unix.CLOCK_MONOTONIC,
 	}
 }
 
-// liveAttr is the attr of the side-band events: software dummy events,
+// LiveAttr is the attr of the side-band events: software dummy events,
 // as `perf record` opens for its side-band, that report every mmap,
 // comm, fork and exit on their CPU.
-func (c *ringConfig) liveAttr() perfdata.Attr {
+func (c *RingConfig) LiveAttr() perfdata.Attr {
 	flags := uint64(perfdata.AttrWatermark | perfdata.AttrUseClockID |
 		perfdata.AttrMmap | perfdata.AttrMmap2 | perfdata.AttrComm |
 		perfdata.AttrCommExec | perfdata.AttrTask | perfdata.AttrSampleIDAll)
-	if c.data {
+	if c.Data {
 		flags |= perfdata.AttrMmapData
 	}
-	if c.buildID {
+	if c.BuildID {
 		flags |= perfdata.AttrBuildID
 	}
 	return perfdata.Attr{
@@ -82,9 +74,9 @@ func (c *ringConfig) liveAttr() perfdata.Attr {
 		Size:         perfdata.AttrSize,
 		Config:       unix.PERF_COUNT_SW_DUMMY,
 		SamplePeriod: 1,
-		SampleType:   sidebandSampleType,
+		SampleType:   SidebandSampleType,
 		Flags:        flags,
-		WakeupEvents: uint32(c.pages * os.Getpagesize() / 2),
+		WakeupEvents: uint32(c.Pages * os.Getpagesize() / 2),
 		ClockID:      unix.CLOCK_MONOTONIC,
 	}
 }
@@ -102,18 +94,18 @@ type rings struct {
 	size     int // data bytes per ring
 }
 
-func openRings(c ringConfig, arr *ebpf.Map) (*rings, error) {
-	if c.pages == 0 {
-		c.pages = DefaultRingPages
+func openRings(c RingConfig, arr *ebpf.Map) (*rings, error) {
+	if c.Pages == 0 {
+		c.Pages = dump.DefaultRingPages
 	}
-	if c.pages < MinRingPages || c.pages&(c.pages-1) != 0 {
-		return nil, fmt.Errorf("ring size %d pages: want a power of two >= %d", c.pages, MinRingPages)
+	if c.Pages < dump.MinRingPages || c.Pages&(c.Pages-1) != 0 {
+		return nil, fmt.Errorf("ring size %d pages: want a power of two >= %d", c.Pages, dump.MinRingPages)
 	}
 	cpus, err := perfring.OnlineCPUs()
 	if err != nil {
 		return nil, err
 	}
-	r := &rings{cpus: cpus, size: c.pages * os.Getpagesize()}
+	r := &rings{cpus: cpus, size: c.Pages * os.Getpagesize()}
 	for _, cpu := range cpus {
 		if err := r.openCPU(cpu, &c, arr); err != nil {
 			r.Close()
@@ -123,8 +115,8 @@ func openRings(c ringConfig, arr *ebpf.Map) (*rings, error) {
 	return r, nil
 }
 
-func (r *rings) openCPU(cpu int, c *ringConfig, arr *ebpf.Map) error {
-	out, err := openRing(c.outAttr(), cpu, c.pages, "BPF output")
+func (r *rings) openCPU(cpu int, c *RingConfig, arr *ebpf.Map) error {
+	out, err := openRing(c.outAttr(), cpu, c.Pages, "BPF output")
 	if err != nil {
 		return err
 	}
@@ -132,18 +124,18 @@ func (r *rings) openCPU(cpu int, c *ringConfig, arr *ebpf.Map) error {
 	if err := arr.Put(uint32(cpu), uint32(out.FD())); err != nil {
 		return fmt.Errorf("register ring of cpu %d: %w", cpu, err)
 	}
-	if !c.sideband {
+	if !c.Sideband {
 		return nil
 	}
-	live, err := openRing(c.liveAttr(), cpu, c.pages, "side-band")
+	live, err := openRing(c.LiveAttr(), cpu, c.Pages, "side-band")
 	if err != nil {
 		return err
 	}
 	r.live = append(r.live, live)
-	if c.sampler == nil {
+	if c.Sampler == nil {
 		return nil
 	}
-	s, err := openSampler(c.sampler, cpu, live)
+	s, err := openSampler(c.Sampler, cpu, live)
 	if err != nil {
 		return err
 	}
@@ -154,10 +146,10 @@ func (r *rings) openCPU(cpu int, c *ringConfig, arr *ebpf.Map) error {
 // openSampler opens the sampling event on one CPU with go-perf, and sends
 // its samples into the side-band ring live of that CPU. go-perf's
 // SetOutput redirects only into an event it opened itself, and the
-// side-band events need bits its Options lacks (mmap2, build_id): the
+// side-band events need bits go-perf's Options lack (mmap2, build_id): the
 // redirection is an ioctl on the descriptors.
-func openSampler(o *SampleOptions, cpu int, live *perfring.Event) (*perf.Event, error) {
-	s, err := perf.Open(samplerPerfAttr(o), -1, cpu, nil)
+func openSampler(a *perf.Attr, cpu int, live *perfring.Event) (*perf.Event, error) {
+	s, err := perf.Open(a, -1, cpu, nil)
 	if errors.Is(err, os.ErrPermission) {
 		return nil, &PermissionError{Op: "perf_event_open", Err: err}
 	}

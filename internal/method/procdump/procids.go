@@ -1,12 +1,15 @@
-package synth
+package procdump
 
 import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/mapread"
 	"github.com/synth-dev/synth/internal/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // procIDs gives the procquery method the build IDs of the files its
@@ -14,35 +17,40 @@ import (
 // kernel: PROCMAP_QUERY's reader looks only at the notes in a file's
 // first page, and faults the file's pages in, which blocks the dump for
 // ever on a FUSE server that does not answer. Each file is read once per
-// dump, on a worker of an idReader; a read not done by the dump's
+// dump, on a worker of a buildid.Reader; a read not done by the dump's
 // deadline is left behind, and the file's mappings get no build ID.
 type procIDs struct {
-	reader  *idReader[fileIdent]
+	reader  *buildid.Reader[fileKey]
 	mu      sync.Mutex
-	dump    map[fileIdent]idResult // results of this dump
-	late    map[fileIdent]bool     // files not read in time, this dump
+	dump    map[fileKey]buildid.Result // results of this dump
+	late    map[fileKey]bool           // files not read in time, this dump
 	expired <-chan struct{}
 	stop    func() bool // stops the deadline's timer
 }
 
+// fileKey is a file as /proc/PID/maps names it.
+type fileKey struct {
+	maj, min uint32
+	ino      uint64
+}
+
 func newProcIDs(timeout time.Duration) *procIDs {
-	return &procIDs{reader: newIDReader[fileIdent](timeout)}
+	return &procIDs{reader: buildid.NewReader[fileKey](timeout)}
 }
 
 // begin starts a dump: its deadline runs from now.
 func (p *procIDs) begin() {
-	p.dump = make(map[fileIdent]idResult)
-	p.late = make(map[fileIdent]bool)
-	p.reader.mounts.reset()
-	p.expired, p.stop = deadline(p.reader.timeout)
+	p.dump = make(map[fileKey]buildid.Result)
+	p.late = make(map[fileKey]bool)
+	p.expired, p.stop = p.reader.Begin()
 }
 
 // end stops the deadline and adds the dump's counts to st.
-func (p *procIDs) end(st *Stats) {
+func (p *procIDs) end(st *dump.Stats) {
 	p.stop()
 	st.FilesRead += len(p.dump)
 	for _, res := range p.dump {
-		if res.id != nil {
+		if res.ID != nil {
 			st.BuildIDsRead++
 		}
 	}
@@ -52,29 +60,29 @@ func (p *procIDs) end(st *Stats) {
 // of returns the build ID of the file mapping mp of process pid maps, or
 // nil. Workers call it concurrently.
 func (p *procIDs) of(pid int, mp *procMapping) []byte {
-	key := fileIdent{maj: mp.Maj, min: mp.Min, ino: mp.Ino}
+	key := fileKey{maj: mp.Maj, min: mp.Min, ino: mp.Ino}
 	p.mu.Lock()
 	res, done := p.dump[key]
 	late := p.late[key]
 	p.mu.Unlock()
 	if done || late {
-		return res.id
+		return res.ID
 	}
-	at := mappingAt{pid, mp.Start, mp.End}
-	rd := p.reader.start(key, func() idResult {
-		res, _ := p.reader.readAt(at, procfs.Dev{Maj: mp.Maj, Min: mp.Min}, func(st *mapread.Stat) bool {
+	at := buildid.Mapping{Pid: pid, Start: mp.Start, End: mp.End}
+	j := p.reader.Start(key, func() buildid.Result {
+		res, _ := p.reader.ReadAt(at, procfs.Dev{Maj: mp.Maj, Min: mp.Min}, func(st *mapread.Stat) bool {
 			return st.Ino == mp.Ino && unix.Major(st.Dev) == mp.Maj && unix.Minor(st.Dev) == mp.Min
 		})
 		return res
 	})
-	res, ok := p.reader.wait(key, rd, p.expired)
+	res, ok := p.reader.Wait(key, j, p.expired)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case !ok:
 		p.late[key] = true
-	case res.read:
+	case res.Read:
 		p.dump[key] = res
 	}
-	return res.id
+	return res.ID
 }

@@ -1,0 +1,172 @@
+package buildid
+
+import (
+	"encoding/binary"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/synth-dev/synth/internal/elfnote"
+	"github.com/synth-dev/synth/internal/mapread"
+	"github.com/synth-dev/synth/internal/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// Filesystems whose pages a shared mapping can change without a new
+// modification time: the page stays writable once written, as there is
+// no writeback to write-protect it again (statfs(2) f_type).
+const (
+	tmpfsMagic     = 0x01021994
+	ramfsMagic     = 0x858458f6
+	hugetlbfsMagic = 0x958458f6
+)
+
+// maxReads bounds the reads that run at once.
+const maxReads = 16
+
+// Mapping is a mapping of a file by a process: the file is reached
+// through its /proc/PID/map_files entry.
+type Mapping struct {
+	Pid        int
+	Start, End uint64
+}
+
+// Mapped reports whether the mapping still has its map_files entry. The
+// entry's own lstat(2) touches neither the file nor its filesystem.
+func (m Mapping) Mapped() bool {
+	var st unix.Stat_t
+	return unix.Lstat(mapread.Path(m.Pid, m.Start, m.End), &st) == nil
+}
+
+// Result is what a read of a file's build ID found.
+type Result struct {
+	ID []byte // the build ID; nil for none
+	// Read: the file was read through; ID is its build ID, or nil for
+	// none. Otherwise no mapping led to the file asked for.
+	Read bool
+	// Volatile: the file's contents may change without a new identity
+	// (tmpfs): the result must not be cached.
+	Volatile bool
+}
+
+// Reader reads build IDs from files, each file on a goroutine of its
+// own, so that a read that blocks (a FUSE server that does not answer,
+// a network filesystem) holds up neither the dump nor the other files.
+// A dump waits for its reads until a deadline; a read still running then
+// is left behind, and its result serves a later dump that asks for the
+// file again. At most one read per key runs at a time, and at most
+// maxReads of them within their first timeout. K identifies a file.
+type Reader[K comparable] struct {
+	mounts  mounts         // which files this process reads itself
+	helper  mapread.Helper // reads the others
+	mu      sync.Mutex
+	running map[K]*Job
+	slots   chan struct{}
+	timeout time.Duration
+}
+
+// Job is one read of a file's build ID.
+type Job struct {
+	done chan struct{}
+	res  Result // set before done is closed
+}
+
+// NewReader returns a Reader whose reads give up their slot, and whose
+// dumps stop waiting, after timeout.
+func NewReader[K comparable](timeout time.Duration) *Reader[K] {
+	return &Reader[K]{
+		running: make(map[K]*Job),
+		slots:   make(chan struct{}, maxReads),
+		timeout: timeout,
+	}
+}
+
+// Close ends the helper process, if one was started.
+func (r *Reader[K]) Close() error { return r.helper.Close() }
+
+// Begin starts a dump: the mount tables are read anew when next asked.
+// It returns the dump's deadline, and the function that stops its timer.
+func (r *Reader[K]) Begin() (expired <-chan struct{}, stop func() bool) {
+	r.mounts.reset()
+	c := make(chan struct{})
+	return c, time.AfterFunc(r.timeout, func() { close(c) }).Stop
+}
+
+// Start starts read, the read of the file key names, unless a read of
+// it runs already.
+func (r *Reader[K]) Start(key K, read func() Result) *Job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j, ok := r.running[key]; ok {
+		return j
+	}
+	j := &Job{done: make(chan struct{})}
+	r.running[key] = j
+	go func() {
+		r.slots <- struct{}{}
+		// A read that blocks gives its slot up after the timeout.
+		var once sync.Once
+		release := func() { once.Do(func() { <-r.slots }) }
+		t := time.AfterFunc(r.timeout, release)
+		j.res = read()
+		t.Stop()
+		release()
+		close(j.done)
+	}()
+	return j
+}
+
+// Wait returns the result of j, or false when expired is closed first.
+// A finished read is forgotten: the next Start reads the file anew.
+func (r *Reader[K]) Wait(key K, j *Job, expired <-chan struct{}) (Result, bool) {
+	select {
+	case <-j.done:
+	case <-expired:
+		select {
+		case <-j.done:
+		default:
+			return Result{}, false
+		}
+	}
+	r.mu.Lock()
+	if r.running[key] == j {
+		delete(r.running, key)
+	}
+	r.mu.Unlock()
+	return j.res, true
+}
+
+// ReadAt reads the build ID of the file mapped at m, on device dev, if
+// is says that what the mapping leads to is the file wanted, before and
+// after the read. A file on a filesystem whose reads may never end is
+// read in the helper process.
+func (r *Reader[K]) ReadAt(m Mapping, dev procfs.Dev, is func(*mapread.Stat) bool) (Result, bool) {
+	path := mapread.Path(m.Pid, m.Start, m.End)
+	var res mapread.Result
+	if r.mounts.local(dev, m.Pid) {
+		res = mapread.Read(path)
+	} else {
+		var err error
+		if res, err = r.helper.Read(path); err != nil {
+			return Result{}, false
+		}
+	}
+	// The contents must not have changed while they were read.
+	if !res.Opened || !res.Read || !is(&res.Before) || !is(&res.After) {
+		return Result{}, false
+	}
+	switch uint32(res.FsType) {
+	case tmpfsMagic, ramfsMagic, hugetlbfsMagic:
+		return Result{ID: res.ID, Read: true, Volatile: true}, true
+	}
+	return Result{ID: res.ID, Read: true}, true
+}
+
+// Kernel reads the running kernel's build ID from /sys/kernel/notes.
+func Kernel() []byte {
+	b, err := os.ReadFile("/sys/kernel/notes")
+	if err != nil {
+		return nil
+	}
+	return elfnote.FromNotes(b, binary.NativeEndian)
+}

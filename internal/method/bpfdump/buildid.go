@@ -1,0 +1,125 @@
+package bpfdump
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/dump"
+	"github.com/synth-dev/synth/internal/mapread"
+	"github.com/synth-dev/synth/internal/procfs"
+)
+
+// cfgBuildID mirrors SYNTH_CFG_BUILDID.
+const cfgBuildID = 2
+
+// resolvePending reads the build IDs of the files the walk noted as new
+// to the cache, from the files themselves, and caches them (no build ID
+// included) unless their contents may change unseen. It returns the
+// build IDs it found, by file.
+//
+// others names other mappings of a file: the mapping noted for it may
+// be gone by now (a short-lived child that mapped it first), and the
+// file is then read through another process's. It is asked only then:
+// its first call indexes every held record.
+func (b *BPF) resolvePending(d *dump.Assembler, others func(fileIdent) []buildid.Mapping) (map[fileIdent][]byte, error) {
+	type job struct {
+		key  synthbpf.SynthSynthFileKey
+		read *buildid.Job
+	}
+	var (
+		key  synthbpf.SynthSynthFileKey
+		pend synthbpf.SynthSynthPending
+		jobs []job
+		it   = b.objs.Pending.Iterate()
+	)
+	expired, stop := b.ids.Begin()
+	defer stop()
+	for it.Next(&key, &pend) {
+		tries := []buildid.Mapping{{Pid: int(pend.Pid), Start: pend.Start, End: pend.End}}
+		if !tries[0].Mapped() {
+			tries = append(tries, others(identOfKey(&key))...)
+		}
+		k := key
+		jobs = append(jobs, job{k, b.ids.Start(k, func() buildid.Result { return b.readBuildIDOf(&k, tries) })})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read pending build ids: %w", err)
+	}
+	var found map[fileIdent][]byte
+	for _, j := range jobs {
+		// A file not read in time is not cached: the next dump's walk
+		// notes it again, and takes the result of this read if it has
+		// ended by then.
+		if b.objs.Pending.Delete(&j.key) != nil {
+			return nil, errors.New("delete pending build id")
+		}
+		res, ok := b.ids.Wait(j.key, j.read, expired)
+		if !ok {
+			d.Stats.BuildIDTimeouts++
+			continue
+		}
+		if !res.Read {
+			continue // gone or changed: the next dump tries again
+		}
+		d.Stats.FilesRead++
+		if !res.Volatile {
+			id := synthbpf.SynthSynthBuildId{Size: uint8(len(res.ID))}
+			copy(id.Id[:], res.ID)
+			if err := b.objs.BuildIds.Put(&j.key, &id); err != nil {
+				return nil, fmt.Errorf("cache build id: %w", err)
+			}
+		}
+		if len(res.ID) > 0 {
+			d.Stats.BuildIDsRead++
+			if found == nil {
+				found = make(map[fileIdent][]byte)
+			}
+			found[identOfKey(&j.key)] = res.ID
+		}
+	}
+	return found, nil
+}
+
+// countCache counts the files in the build-ID cache with an ID.
+func (b *BPF) countCache(d *dump.Assembler) error {
+	var (
+		key synthbpf.SynthSynthFileKey
+		id  synthbpf.SynthSynthBuildId
+		it  = b.objs.BuildIds.Iterate()
+	)
+	for it.Next(&key, &id) {
+		if id.Size > 0 {
+			d.Stats.Cached++
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("count build-id cache: %w", err)
+	}
+	return nil
+}
+
+// readBuildIDOf reads the build ID of the file key names through the
+// first of tries whose /proc/PID/map_files entry still leads to it (the
+// entry reaches files in other mount namespaces, and deleted files).
+func (b *BPF) readBuildIDOf(key *synthbpf.SynthSynthFileKey, tries []buildid.Mapping) buildid.Result {
+	dev := procfs.Dev{Maj: key.Dev >> 20, Min: key.Dev & (1<<20 - 1)}
+	for _, m := range tries {
+		if res, ok := b.ids.ReadAt(m, dev, func(st *mapread.Stat) bool { return sameFile(st, key) }); ok {
+			return res
+		}
+	}
+	return buildid.Result{}
+}
+
+// sameFile reports whether st is the file, with the contents, that key
+// names.
+func sameFile(st *mapread.Stat, key *synthbpf.SynthSynthFileKey) bool {
+	dev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)
+	return st.Ino == key.Ino && uint32(dev) == key.Dev &&
+		st.Ctime.Sec == key.CtimeSec && uint32(st.Ctime.Nsec)&(1<<30-1) == key.CtimeNsec &&
+		st.Mtime.Sec == key.MtimeSec && uint32(st.Mtime.Nsec) == key.MtimeNsec
+}
