@@ -26,51 +26,70 @@ const pollTick = 50 * time.Millisecond
 // after the deadline. A dump that fails ends with its error, wrapped,
 // instead of a KindDumpEnd record; the session goes on streaming.
 func (s *Session) ReadInto(rec *Record) error {
+	var one [1]Record
+	_, err := s.ReadBatch(one[:])
+	*rec = one[0]
+	return err
+}
+
+// ReadBatch is ReadInto for many records at once: it fills recs with the
+// next records of the stream and returns how many, at least one unless
+// it returns an error. It waits only for the first record; the others
+// are what is ready then. Every Raw stays valid until the next call to
+// ReadBatch or ReadInto. A reader that takes a dump of many records
+// this way pays for the session's bookkeeping once per batch.
+func (s *Session) ReadBatch(recs []Record) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
 		if s.closed.Load() {
-			return os.ErrClosed
+			return 0, os.ErrClosed
 		}
 		if s.inDump {
-			return s.readDump(rec)
+			return s.readDump(recs)
 		}
 		if s.flush.Load() && !s.flushing {
 			// Return what the rings hold now, and no more.
 			s.flushing, s.flushAt = true, bpfdump.MonotonicNow()
 			if err := s.drainLive(); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		upTo := s.ready
 		if s.flushing {
 			upTo = s.flushAt
 		}
-		if s.popLive(rec, upTo) {
-			return nil
+		if n := s.popLive(recs, upTo); n > 0 {
+			return n, nil
 		}
 		if s.flushing {
 			s.flushing = false
 			s.flush.Store(false)
-			return ErrFlushed
+			return 0, ErrFlushed
 		}
 		if err := s.wait(); err != nil {
-			return err
+			return 0, err
 		}
 		if err := s.drainLive(); err != nil {
-			return err
+			return 0, err
 		}
 	}
 }
 
-// popLive returns the next queued record of time up to upTo that
-// belongs to the session. Forks are followed in time order, not in the
-// order the rings were drained: a child may run on another CPU.
-func (s *Session) popLive(rec *Record, upTo uint64) bool {
-	for {
+// popLive fills recs with the next queued records of time up to upTo
+// that belong to the session, and returns how many. Forks are followed
+// in time order, not in the order the rings were drained: a child may
+// run on another CPU.
+func (s *Session) popLive(recs []Record, upTo uint64) int {
+	n := 0
+	for n < len(recs) {
+		rec := &recs[n]
 		pid, ok := s.live.pop(rec, upTo)
 		if !ok {
-			return false
+			break
 		}
 		// A loss is reported whoever was running when it was noted.
 		if s.tracked != nil && rec.Type() != perfdata.RecordLost && !s.track(rec.Raw, pid) {
@@ -78,21 +97,32 @@ func (s *Session) popLive(rec *Record, upTo uint64) bool {
 			continue
 		}
 		s.count(rec)
-		return true
+		n++
 	}
+	return n
 }
 
-// readDump returns the next synthesized record of the running dump, or
-// its end.
-func (s *Session) readDump(rec *Record) error {
+// readDump fills recs with the next synthesized records of the running
+// dump, or returns its end. A batch stops at the end of a part of the
+// dump: writing the next part invalidates the records of this one.
+func (s *Session) readDump(recs []Record) (int, error) {
 	if !s.dumpRan {
 		s.runDump()
 	}
+	gen := s.b.Gen()
 	for {
-		if raw, ok := s.dumpBuf.pop(); ok {
-			*rec = Record{Kind: KindSynthesized, Gen: s.b.Gen(), Raw: raw}
-			s.stats.Synthesized++
-			return nil
+		n := 0
+		for n < len(recs) {
+			raw, ok := s.dumpBuf.pop()
+			if !ok {
+				break
+			}
+			recs[n] = Record{Kind: KindSynthesized, Gen: gen, Raw: raw}
+			n++
+		}
+		if n > 0 {
+			s.stats.Synthesized += uint64(n)
+			return n, nil
 		}
 		if s.run == nil || s.run.Done() {
 			break
@@ -111,11 +141,11 @@ func (s *Session) readDump(rec *Record) error {
 	// The dump drained the rings until now.
 	s.lastPoll = bpfdump.MonotonicNow()
 	if s.dumpErr != nil {
-		return fmt.Errorf("dump: %w", s.dumpErr)
+		return 0, fmt.Errorf("dump: %w", s.dumpErr)
 	}
 	s.stats.Dumps++
-	*rec = Record{Kind: KindDumpEnd, Gen: s.b.Gen()}
-	return nil
+	recs[0] = Record{Kind: KindDumpEnd, Gen: gen}
+	return 1, nil
 }
 
 // dumpPart is about how many bytes of a dump's held records a Session

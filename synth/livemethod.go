@@ -16,6 +16,9 @@ type liveMethod struct {
 	s *Session
 }
 
+// readBatch is how many records a reader of the Session takes at a time.
+const readBatch = 256
+
 // NewLive opens a Session for opts and returns it as a Method.
 func NewLive(opts Options) (Method, error) {
 	s, err := NewSession(SessionOptions{Options: opts})
@@ -36,42 +39,50 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 		return Stats{}, err
 	}
 	var (
-		rec            Record
+		recs           [readBatch]Record
 		live, liveMaps int
 		liveLost       uint64
+		gen            uint64
 	)
-	for rec.Kind != KindDumpEnd {
-		if err := m.s.ReadInto(&rec); err != nil {
+	for ended := false; !ended; {
+		n, err := m.s.ReadBatch(recs[:])
+		if err != nil {
 			return m.s.LastDump(), err
 		}
-		if rec.Kind == KindSynthesized {
-			if err := emit(rec.Raw); err != nil {
-				return m.s.LastDump(), err
+		for _, rec := range recs[:n] {
+			switch rec.Kind {
+			case KindSynthesized:
+				if err := emit(rec.Raw); err != nil {
+					return m.s.LastDump(), err
+				}
+			case KindDumpEnd:
+				ended, gen = true, rec.Gen
 			}
 		}
 	}
-	gen := rec.Gen
 	m.s.Flush()
 	for {
-		err := m.s.ReadInto(&rec)
+		n, err := m.s.ReadBatch(recs[:])
 		if errors.Is(err, ErrFlushed) {
 			break
 		}
 		if err != nil {
 			return m.s.LastDump(), fmt.Errorf("read live records: %w", err)
 		}
-		if rec.Kind != KindLive || rec.Gen != gen {
-			continue
-		}
-		if err := emit(rec.Raw); err != nil {
-			return m.s.LastDump(), err
-		}
-		live++
-		switch rec.Type() {
-		case perfdata.RecordMmap2:
-			liveMaps++
-		case perfdata.RecordLost:
-			liveLost += lostCount(rec.Raw)
+		for _, rec := range recs[:n] {
+			if rec.Kind != KindLive || rec.Gen != gen {
+				continue
+			}
+			if err := emit(rec.Raw); err != nil {
+				return m.s.LastDump(), err
+			}
+			live++
+			switch rec.Type() {
+			case perfdata.RecordMmap2:
+				liveMaps++
+			case perfdata.RecordLost:
+				liveLost += lostCount(rec.Raw)
+			}
 		}
 	}
 	st := m.s.LastDump()

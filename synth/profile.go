@@ -87,21 +87,23 @@ func Profile(ctx context.Context, opts ProfileOptions, out io.Writer, wopts Writ
 
 // copyRecords writes the session's records until it is flushed.
 func copyRecords(s *Session, w *perfdata.Writer, table *buildIDTable) error {
-	var rec Record
+	var recs [readBatch]Record
 	for {
-		err := s.ReadInto(&rec)
+		n, err := s.ReadBatch(recs[:])
 		if errors.Is(err, ErrFlushed) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if rec.Kind == KindDumpEnd {
-			continue
-		}
-		table.add(rec.Raw)
-		if err := w.WriteRecord(rec.Raw); err != nil {
-			return err // says "write perf.data: ..."
+		for _, rec := range recs[:n] {
+			if rec.Kind == KindDumpEnd {
+				continue
+			}
+			table.add(rec.Raw)
+			if err := w.WriteRecord(rec.Raw); err != nil {
+				return err // says "write perf.data: ..."
+			}
 		}
 	}
 }

@@ -71,8 +71,9 @@ func TestSessionFollowsForksInTimeOrder(t *testing.T) {
 	s.live.push(fork.Append(nil, 0, nil), liveRec{kind: KindLive, pid: 100, time: 10})
 	s.live.sort()
 	var got []uint32
-	var rec Record
-	for s.popLive(&rec, ^uint64(0)) {
+	recs := make([]Record, 4)
+	n := s.popLive(recs, ^uint64(0))
+	for _, rec := range recs[:n] {
 		got = append(got, dump.RecType(rec.Raw))
 	}
 	if want := []uint32{perfdata.RecordFork, perfdata.RecordMmap2}; !slices.Equal(got, want) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -245,4 +246,52 @@ func TestSessionMarksLiveLoss(t *testing.T) {
 		t.Error("a dump after the loss read no mapping")
 	}
 	t.Logf("%d LOST records for %d records", losts, lost)
+}
+
+// ReadBatch hands out a dump's records as ReadInto does, several per
+// call, each batch valid until the next call.
+func TestSessionReadBatch(t *testing.T) {
+	p := testproc.StartT(t, everything)
+	s := openSession(t, synth.SessionOptions{Options: synth.Options{Pids: []int{p.Pid}, Data: true, NoKernel: true}})
+	if err := s.Dump(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := readDump(t, s)
+	if err := s.Dump(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Attrs()[0].Attr.SampleType
+	var got []perfdata.Mmap2
+	recs := make([]synth.Record, 5)
+	batches, most := 0, 0
+	for ended := false; !ended; {
+		n, err := s.ReadBatch(recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < 1 || n > len(recs) {
+			t.Fatalf("batch of %d records", n)
+		}
+		batches++
+		most = max(most, n)
+		// Every record of the batch is still whole here.
+		for _, rec := range recs[:n] {
+			switch {
+			case rec.Kind == synth.KindDumpEnd:
+				ended = true
+			case rec.Kind == synth.KindSynthesized && rec.Type() == perfdata.RecordMmap2:
+				m, _, err := perfdata.ParseMmap2(rec.Raw, st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, m)
+			}
+		}
+	}
+	if len(want) == 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("ReadBatch gave %d mappings, ReadInto %d; they differ", len(got), len(want))
+	}
+	if most < len(recs) {
+		t.Errorf("no batch was full (largest %d of %d, %d batches)", most, len(recs), batches)
+	}
 }
