@@ -85,6 +85,9 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "synth: method %s: %d processes, %d mappings, %d records, %d lost, %v (%v with loading)\n",
 		st.Method, st.Processes, st.Mappings, st.Records, st.Lost,
 		st.Elapsed.Round(10*time.Microsecond), time.Since(start).Round(100*time.Microsecond))
+	if st.ProgramTime > 0 {
+		fmt.Fprintf(stderr, "synth: BPF programs ran %v of it (kernel.bpf_stats_enabled)\n", st.ProgramTime.Round(10*time.Microsecond))
+	}
 	switch {
 	case *noBuildID || st.Method == synth.MethodProcmaps || st.Method == synth.MethodFloor:
 	default:

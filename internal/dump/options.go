@@ -152,6 +152,12 @@ type Stats struct {
 	// with more records than one object may put into the rings.
 	Resumed int
 	Elapsed time.Duration // wall time of the dump
+	// ProgramTime is how long the BPF method's programs ran in the
+	// kernel during the dump, as the kernel counts it while BPF
+	// statistics are on (sysctl kernel.bpf_stats_enabled=1, or
+	// ebpf.EnableStats); 0 when they are off. Elapsed minus it is what
+	// the rest (syscalls, userspace) cost.
+	ProgramTime time.Duration
 
 	FileMappings    int // MMAP2 records of file-backed mappings
 	BuildIDMappings int // of which carry a build ID

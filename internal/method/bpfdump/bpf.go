@@ -225,9 +225,11 @@ func (b *BPF) read(ctx context.Context, d *dump.Assembler) error {
 			return err
 		}
 	}
+	ran := progTime(b.dumpProgs()...)
 	if err := b.readHeld(ctx, d); err != nil {
 		return err
 	}
+	d.Stats.ProgramTime = progTime(b.dumpProgs()...) - ran
 	var lost uint64
 	if err := b.objs.SynthLost.Get(&lost); err != nil {
 		return fmt.Errorf("read lost count: %w", err)

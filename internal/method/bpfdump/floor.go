@@ -52,9 +52,11 @@ func (f *Floor) Dump(ctx context.Context, _ func([]byte) error) (dump.Stats, err
 	if f.walk == dump.WalkIter {
 		prog = f.objs.WalkVma
 	}
+	ran := progTime(prog)
 	if err := bpfiter.Drain(prog, 0); err != nil {
 		return st, err
 	}
+	st.ProgramTime = progTime(prog) - ran
 	if err := f.objs.Walked.Get(&after); err != nil {
 		return st, err
 	}
