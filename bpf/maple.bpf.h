@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * A lockless walk of a process's VMAs: the maple tree of mm->mm_mt
  * (lib/maple_tree.c, include/linux/maple_tree.h), read under the RCU read

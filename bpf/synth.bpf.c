@@ -1,6 +1,6 @@
 //go:build ignore
 
-// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Synthesize PERF_RECORD_MMAP2, COMM and FORK records for the tasks that
  * exist when a dump runs, from BPF iterators, into perf ring buffers.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * dump_tasks (iter/task): the default dump, in one pass over the tasks.
  * For each task it emits FORK (threads) and COMM; for the task that
