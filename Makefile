@@ -15,7 +15,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/synth
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/synth # stamps the commit for --version
 
 # The main job: a perf.data with every mapping on the host.
 dump: build

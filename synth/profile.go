@@ -45,15 +45,46 @@ type ProfileStats struct {
 // It always closes off the file, even on error, so that what was written
 // stays readable; the error says why it ended early.
 func Profile(ctx context.Context, opts ProfileOptions, out io.Writer, wopts WriteOptions) (ProfileStats, error) {
-	start := time.Now()
-	so := SessionOptions{
-		Options: Options{Pids: opts.Pids, NoBuildID: opts.NoBuildID, RingPages: opts.RingPages},
-		Sample:  &SampleOptions{Freq: opts.Freq, Callchain: opts.Callchain},
-	}
-	s, err := NewSession(so)
+	p, err := NewProfiler(opts)
 	if err != nil {
 		return ProfileStats{}, err
 	}
+	return p.Run(ctx, out, wopts)
+}
+
+// Profiler is a profile whose session is open: NewProfiler has checked
+// the privileges and opened the rings and the sampling events, so that a
+// caller can create its output only once nothing is left to fail before
+// the first record.
+type Profiler struct {
+	opts  ProfileOptions
+	so    SessionOptions
+	s     *Session
+	start time.Time
+}
+
+// NewProfiler opens the session of a profile. Missing privileges give a
+// *PermissionError. Run or Close must follow.
+func NewProfiler(opts ProfileOptions) (*Profiler, error) {
+	p := &Profiler{opts: opts, start: time.Now()}
+	p.so = SessionOptions{
+		Options: Options{Pids: opts.Pids, NoBuildID: opts.NoBuildID, RingPages: opts.RingPages},
+		Sample:  &SampleOptions{Freq: opts.Freq, Callchain: opts.Callchain},
+	}
+	s, err := NewSession(p.so)
+	if err != nil {
+		return nil, err
+	}
+	p.s = s
+	return p, nil
+}
+
+// Close ends a profile that was not run.
+func (p *Profiler) Close() error { return p.s.Close() }
+
+// Run profiles as Profile does, and closes the session.
+func (p *Profiler) Run(ctx context.Context, out io.Writer, wopts WriteOptions) (ProfileStats, error) {
+	s, opts := p.s, p.opts
 	defer s.Close()
 	w, err := newPerfWriter(out, s.Attrs(), wopts)
 	if err != nil {
@@ -81,8 +112,8 @@ func Profile(ctx context.Context, opts ProfileOptions, out io.Writer, wopts Writ
 		}()
 	}
 	var table buildIDTable
-	err = finishPerfData(w, &table, so.Options, copyRecords(s, w, &table))
-	return ProfileStats{Session: s.Stats(), Dump: s.LastDump(), Duration: time.Since(start)}, err
+	err = finishPerfData(w, &table, p.so.Options, copyRecords(s, w, &table))
+	return ProfileStats{Session: s.Stats(), Dump: s.LastDump(), Duration: time.Since(p.start)}, err
 }
 
 // copyRecords writes the session's records until it is flushed.

@@ -19,8 +19,7 @@ import (
 const vmasPerProc = 10000
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("synth bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var (
 		reps    = fs.Int("reps", 5, "runs per method")
 		threads = fs.Int("threads", 0, "procmaps runs with 1..N workers (default: one per CPU)")
@@ -29,15 +28,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		svg     = fs.String("svg", "bench.svg", "with --sweep, plot time against VMAs into this `file`")
 		noPerf  = fs.Bool("no-perf", false, "leave perf's own synthesis out")
 	)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	sizes, err := parseSizes(*sweep)
 	if err != nil {
-		fmt.Fprintf(stderr, "synth bench: --sweep: %v\n", err)
+		fmt.Fprintf(stderr, "synth: bench: --sweep: %v\n", err)
 		return exitUsage
 	}
 	self, err := os.Executable()
@@ -126,18 +122,17 @@ func parseSizes(s string) ([]int, error) {
 // runLoadgen holds a load of VMAs until interrupted, for reproducing
 // benchmarks by hand.
 func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("synth loadgen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	vmas := fs.Int("vmas", 100000, "VMAs to add, in processes of 10,000")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	l, err := loadgen.Start((*vmas+vmasPerProc-1)/vmasPerProc, min(*vmas, vmasPerProc))
 	if err != nil {
 		return fail(stderr, err)
 	}
 	defer l.Stop()
-	fmt.Fprintf(stdout, "synth loadgen: %d VMAs in load processes; Ctrl-C to end\n", l.VMAs)
+	fmt.Fprintf(stdout, "synth: loadgen: %d VMAs in load processes; Ctrl-C to end\n", l.VMAs)
 	<-ctx.Done()
 	return exitOK
 }

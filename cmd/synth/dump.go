@@ -13,9 +13,8 @@ import (
 	"github.com/synth-dev/synth/synth"
 )
 
-func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("synth dump", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
 	var (
 		out       = fs.String("o", "", "write perf.data to `FILE` (default: stdout; pipe mode unless it is a regular file)")
 		pids      = fs.String("pid", "", "dump only these processes (`PID[,PID...]`)")
@@ -34,22 +33,33 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid] [--buildid-timeout D]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "synth dump: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+		return usageError(stderr, "dump: unexpected argument %q", fs.Arg(0))
 	}
 	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages, NoLive: *noLive, Walk: *walk,
 		BuildIDTimeout: *bidWait}
-	var err error
-	if opts.Pids, err = parsePids(*pids); err != nil {
-		fmt.Fprintf(stderr, "synth dump: --pid: %v\n", err)
-		return exitUsage
+	if err := opts.Check(); err != nil {
+		return usageError(stderr, "dump: %v", err)
+	}
+	switch *method {
+	case synth.MethodAuto, synth.MethodBPF, synth.MethodProcmaps, synth.MethodProcquery, synth.MethodFloor:
+	default:
+		return usageError(stderr, "dump: unknown method %q (want auto, bpf, procmaps or procquery)", *method)
+	}
+	ids, err := parsePids(*pids)
+	if err != nil {
+		return usageError(stderr, "dump: --pid: %v", err)
+	}
+	if *out == "" {
+		if err := checkStdout(stdout); err != nil {
+			return usageError(stderr, "dump: %v", err)
+		}
+	}
+	if opts.Pids, err = synth.Processes(ids); err != nil {
+		return fail(stderr, err)
 	}
 	var wopts synth.WriteOptions
 	if *out == "-" {
@@ -71,7 +81,7 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, fmt.Errorf("warm-up dump: %w", err))
 		}
 	}
-	w, closeOut, err := openOutput(*out, stdout)
+	w, closeOut, err := openOutput(*out, stdout, false)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -126,23 +136,6 @@ func parsePids(s string) ([]int, error) {
 		pids = append(pids, pid)
 	}
 	return pids, nil
-}
-
-// openOutput opens the -o file, or returns stdout.
-func openOutput(path string, stdout io.Writer) (io.Writer, func() error, error) {
-	if path == "" || path == "-" {
-		return stdout, func() error { return nil }, nil
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open output: %w", err)
-	}
-	return f, func() error {
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("close %s: %w", path, err)
-		}
-		return nil
-	}, nil
 }
 
 // joinErrs renders errors on one line.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/synth-dev/synth/internal/loadgen"
@@ -37,6 +38,9 @@ func run() int {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal ends the command cleanly (the output closed off
+	// as valid); a second one ends it at once.
+	context.AfterFunc(ctx, stop)
 	if len(os.Args) < 2 {
 		usage(os.Stderr)
 		return exitUsage
@@ -52,6 +56,9 @@ func run() int {
 		return runLoadgen(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "help", "-h", "-help", "--help":
 		usage(os.Stdout)
+		return exitOK
+	case "version", "-version", "--version":
+		fmt.Println(version())
 		return exitOK
 	default:
 		fmt.Fprintf(os.Stderr, "synth: unknown command %q\n", os.Args[1])
@@ -69,8 +76,31 @@ commands:
   bench    compare every synthesis method, and perf's, on this host
   loadgen  hold load processes with many VMAs, to benchmark by hand
 
-Run 'synth dump -h' for the flags of a command.
+Run 'synth dump -h' for the flags of a command; 'synth --version' for the
+version.
 `)
+}
+
+// version describes the build: the module version (a tag, or a pseudo-
+// version from the VCS), the commit when the build recorded it, and Go.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "synth (unknown version)"
+	}
+	v := "synth " + bi.Main.Version
+	if bi.Main.Version != "(devel)" {
+		return v + " " + bi.GoVersion // a pseudo-version names the commit
+	}
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			v += " " + s.Value[:min(12, len(s.Value))]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			v += "+dirty"
+		}
+	}
+	return v + " " + bi.GoVersion
 }
 
 // fail prints err as the command's one-line error and returns the exit

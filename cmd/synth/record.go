@@ -6,48 +6,62 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/synth-dev/synth/internal/workload"
 	"github.com/synth-dev/synth/synth"
 )
 
-func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("synth record", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// workloadGrace is how long an interrupted recording waits for its
+// workload to end after SIGTERM before it kills it.
+const workloadGrace = 500 * time.Millisecond
+
+func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Writer) int {
+	fs := flag.NewFlagSet("record", flag.ContinueOnError)
 	var (
-		freq      = fs.Uint64("F", 4000, "sample at `HZ`")
+		freq      = fs.Uint64("F", synth.DefaultSampleFreq, "sample at `HZ`")
 		all       = fs.Bool("a", false, "profile every CPU and process (the default without -p or a command)")
-		pids      = fs.String("p", "", "profile only these processes (`PID[,PID...]`) and their new children")
+		pids      = fs.String("p", "", "profile only these processes (`PID[,PID...]`; a thread id means its process) and their new children")
 		callchain = fs.Bool("g", false, "record call chains")
-		out       = fs.String("o", "perf.data", "write to `FILE`; - for stdout in pipe mode")
+		out       = fs.String("o", "perf.data", "write to `FILE` (a previous one is kept as FILE.old); - for stdout in pipe mode")
 		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
-		ringPages = fs.Int("ring-pages", 0, "per-CPU ring size in `pages` (default 256)")
+		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth record [-F HZ] [-a | -p PID[,PID...]] [-g] [-o FILE] [--no-buildid] [-- CMD ARGS]")
+		fmt.Fprintln(stderr, "usage: synth record [-F HZ] [-a | -p PID[,PID...]] [-g] [-o FILE] [--no-buildid] [--ring-pages N] [-- CMD ARGS]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	opts := synth.ProfileOptions{Freq: *freq, Callchain: *callchain, NoBuildID: *noBuildID, RingPages: *ringPages}
-	var err error
-	if opts.Pids, err = parsePids(*pids); err != nil {
-		fmt.Fprintf(stderr, "synth record: -p: %v\n", err)
-		return exitUsage
+	if err := (&synth.Options{RingPages: *ringPages}).Check(); err != nil {
+		return usageError(stderr, "record: %v", err)
+	}
+	ids, err := parsePids(*pids)
+	if err != nil {
+		return usageError(stderr, "record: -p: %v", err)
 	}
 	command := fs.Args()
-	if *all && (len(opts.Pids) > 0 || len(command) > 0) {
-		fmt.Fprintln(stderr, "synth record: -a takes neither -p nor a command")
-		return exitUsage
+	switch {
+	case *all && (len(ids) > 0 || len(command) > 0):
+		return usageError(stderr, "record: -a takes neither -p nor a command")
+	case len(ids) > 0 && len(command) > 0:
+		return usageError(stderr, "record: -p takes no command")
+	case *freq == 0:
+		return usageError(stderr, "record: -F 0: want a frequency above 0")
 	}
-	if len(opts.Pids) > 0 && len(command) > 0 {
-		fmt.Fprintln(stderr, "synth record: -p takes no command")
-		return exitUsage
+	if *out == "-" {
+		if err := checkStdout(stdout); err != nil {
+			return usageError(stderr, "record: %v", err)
+		}
+	}
+	opts.Freq = limitFreq(opts.Freq, stderr)
+	if opts.Pids, err = synth.Processes(ids); err != nil {
+		return fail(stderr, err)
 	}
 	var wopts synth.WriteOptions
 	if *out == "-" {
@@ -56,39 +70,73 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	var cmd *workload.Cmd
 	if len(command) > 0 {
+		// Stopped before it runs its command: nothing happens if a
+		// check below fails.
 		if cmd, err = workload.Start(command); err != nil {
 			return fail(stderr, fmt.Errorf("start %s: %w", command[0], err))
 		}
-		defer cmd.Abort()
+		defer cmd.Stop(workloadGrace)
 		opts.Pids = []int{cmd.Process.Pid}
-		done := make(chan struct{})
-		opts.Done = done
+		opts.Done = cmd.Exited()
 		opts.Started = func() {
 			if err := cmd.Go(); err != nil {
-				fmt.Fprintf(stderr, "synth record: %v\n", err)
+				fmt.Fprintf(stderr, "synth: %v\n", err)
 			}
-			go func() { cmd.Wait(); close(done) }()
 		}
 	}
-	w, closeOut, err := openOutput(*out, stdout)
+	p, err := synth.NewProfiler(opts)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	st, err := synth.Profile(ctx, opts, w, wopts)
+	// Only now, with every check passed, is the output replaced.
+	w, closeOut, err := openOutput(*out, stdout, true)
+	if err != nil {
+		p.Close()
+		return fail(stderr, err)
+	}
+	st, err := p.Run(ctx, w, wopts)
 	if cerr := closeOut(); err == nil && cerr != nil {
 		err = cerr
+	}
+	code := exitOK
+	if cmd != nil {
+		code = workload.ExitCode(cmd.Stop(workloadGrace))
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fail(stderr, err)
 	}
+	return max(code, recordSummary(stderr, st))
+}
+
+// maxSampleRate is the kernel's limit on sampling frequencies.
+const maxSampleRate = "/proc/sys/kernel/perf_event_max_sample_rate"
+
+// limitFreq lowers a frequency above the kernel's limit to the limit,
+// with a warning, as perf record does (the kernel would refuse it).
+func limitFreq(freq uint64, stderr io.Writer) uint64 {
+	b, err := os.ReadFile(maxSampleRate)
+	if err != nil {
+		return freq
+	}
+	limit, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || limit == 0 || freq <= limit {
+		return freq
+	}
+	fmt.Fprintf(stderr, "synth: warning: -F %d is above the kernel's limit (%s: %d); sampling at %d Hz\n",
+		freq, maxSampleRate, limit, limit)
+	return limit
+}
+
+// recordSummary prints what a recording holds and returns its status.
+func recordSummary(stderr io.Writer, st synth.ProfileStats) int {
 	s := st.Session
-	fmt.Fprintf(stderr, "synth record: %d samples, %d mappings synthesized, %d live records, %d lost, %v\n",
+	fmt.Fprintf(stderr, "synth: recorded %d samples, %d mappings synthesized, %d live records, %d lost, %v\n",
 		s.Samples, st.Dump.Mappings, s.Live, s.Lost, st.Duration.Round(time.Millisecond))
 	if s.LiveLost > 0 {
-		fmt.Fprintf(stderr, "synth record: warning: the kernel dropped %d records (samples or side-band); the output marks them with PERF_RECORD_LOST\n", s.LiveLost)
+		fmt.Fprintf(stderr, "synth: warning: the kernel dropped %d records (samples or side-band); the output marks them with PERF_RECORD_LOST\n", s.LiveLost)
 	}
 	if s.Lost > 0 {
-		fmt.Fprintf(stderr, "synth record: %d records lost: the profile is incomplete (try a larger --ring-pages or a lower -F)\n", s.Lost)
+		fmt.Fprintf(stderr, "synth: %d records lost: the profile is incomplete (try a larger --ring-pages or a lower -F)\n", s.Lost)
 		return exitError
 	}
 	return exitOK

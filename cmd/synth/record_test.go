@@ -132,7 +132,7 @@ func sameAttribution(t *testing.T, what string, want, got map[string]float64) {
 	}
 }
 
-var recordSummaryRE = regexp.MustCompile(`synth record: (\d+) samples, (\d+) mappings synthesized, (\d+) live records, (\d+) lost, \S+\n`)
+var recordSummaryRE = regexp.MustCompile(`synth: recorded (\d+) samples, (\d+) mappings synthesized, (\d+) live records, (\d+) lost, \S+\n`)
 
 func checkRecordSummary(t *testing.T, r result) {
 	t.Helper()

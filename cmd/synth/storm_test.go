@@ -155,7 +155,7 @@ func forkRate(t *testing.T) int {
 	return (b - a) * 2
 }
 
-var recordLostRE = regexp.MustCompile(`(?m)^synth record: warning: the kernel dropped (\d+) records \(samples or side-band\); the output marks them with PERF_RECORD_LOST\n`)
+var recordLostRE = regexp.MustCompile(`(?m)^synth: warning: the kernel dropped (\d+) records \(samples or side-band\); the output marks them with PERF_RECORD_LOST\n`)
 
 // synth record on a busy host with the smallest rings: what the kernel
 // drops is marked in the file as perf marks it, counted once on stderr,

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -171,4 +172,27 @@ func Pids() ([]int, error) {
 	}
 	slices.Sort(pids)
 	return pids, nil
+}
+
+// Tgid returns the process (thread group) of task tid, from its
+// /proc/TID/status; /proc reaches threads by their ids too. A task that
+// does not exist gives an error satisfying errors.Is(err, fs.ErrNotExist).
+func Tgid(tid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if errors.Is(err, errESRCH) {
+		err = fs.ErrNotExist // it exited as it was read
+	}
+	if err != nil {
+		return 0, fmt.Errorf("task %d: %w", tid, err)
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
+			tgid, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+			if err != nil || tgid <= 0 {
+				return 0, fmt.Errorf("task %d: bad Tgid line %q", tid, line)
+			}
+			return tgid, nil
+		}
+	}
+	return 0, fmt.Errorf("task %d: no Tgid in its status", tid)
 }

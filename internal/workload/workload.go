@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,6 +47,8 @@ func Main() {
 type Cmd struct {
 	*exec.Cmd
 	goPipe *os.File
+	let    bool          // Go was called
+	exited chan struct{} // closed once the command has ended, after Go
 }
 
 // Start starts args[0], found in PATH, with args, stopped before exec.
@@ -75,20 +79,58 @@ func Start(args []string) (*Cmd, error) {
 		w.Close()
 		return nil, err
 	}
-	return &Cmd{Cmd: cmd, goPipe: w}, nil
+	return &Cmd{Cmd: cmd, goPipe: w, exited: make(chan struct{})}, nil
 }
 
-// Go lets the command run.
+// Go lets the command run; Exited tells when it has ended.
 func (c *Cmd) Go() error {
 	defer c.goPipe.Close()
+	c.let = true
+	go func() {
+		c.Wait() // its status is in ProcessState
+		close(c.exited)
+	}()
 	if _, err := c.goPipe.Write([]byte{1}); err != nil {
 		return fmt.Errorf("start workload: %w", err)
 	}
 	return nil
 }
 
-// Abort ends a workload that has not been let go, without running it.
-func (c *Cmd) Abort() {
-	c.goPipe.Close()
-	c.Wait()
+// Exited is closed once the command has ended; never if it was not let
+// go.
+func (c *Cmd) Exited() <-chan struct{} { return c.exited }
+
+// Stop ends the workload and returns how it ended. One not let go
+// exits without running the command. A running one is sent SIGTERM, as
+// perf record sends its workload when interrupted, and SIGKILL if it
+// has not ended after grace.
+func (c *Cmd) Stop(grace time.Duration) *os.ProcessState {
+	if !c.let {
+		c.goPipe.Close()
+		c.Wait()
+		return c.ProcessState
+	}
+	select {
+	case <-c.exited:
+		return c.ProcessState
+	default:
+	}
+	c.Process.Signal(unix.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(grace):
+		c.Process.Kill()
+		<-c.exited
+	}
+	return c.ProcessState
+}
+
+// ExitCode is the status a shell gives for how the workload ended: its
+// exit status, or 128 plus the signal that killed it.
+func ExitCode(st *os.ProcessState) int {
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
 }

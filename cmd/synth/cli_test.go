@@ -1,0 +1,263 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// precious writes a file that a failed command must leave alone.
+func precious(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "perf.data")
+	if err := os.WriteFile(path, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func untouched(t *testing.T, what, path string) {
+	t.Helper()
+	if b, err := os.ReadFile(path); err != nil || string(b) != "precious" {
+		t.Errorf("%s: the existing output now holds %q (%v)", what, b, err)
+	}
+	if _, err := os.Stat(path + ".old"); err == nil {
+		t.Errorf("%s: %s.old was made", what, path)
+	}
+}
+
+// A command line that fails, for a bad flag, a target that matches
+// nothing or a missing privilege, leaves an existing output as it was.
+func TestFailureKeepsOutput(t *testing.T) {
+	testenv.Root(t)
+	gone := strconv.Itoa(unusedPid(t))
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"dump", "--method", "bogus"}, exitUsage},
+		{[]string{"dump", "--ring-pages", "3"}, exitUsage},
+		{[]string{"dump", "--pid", gone}, exitError},
+		{[]string{"record", "--ring-pages", "3"}, exitUsage},
+		{[]string{"record", "--bogus"}, exitUsage},
+		{[]string{"record", "-p", gone}, exitError},
+	} {
+		out := precious(t)
+		r := runCmd(t, exec.Command(synthBin, append(tc.args, "-o", out)...))
+		if r.code != tc.code || !strings.HasPrefix(r.stderr, "synth: ") {
+			t.Errorf("%v: exit %d, stderr %q; want %d", tc.args, r.code, r.stderr, tc.code)
+		}
+		if tc.code == exitError && !strings.Contains(r.stderr, "no such process: "+gone) {
+			t.Errorf("%v: stderr %q does not name the process", tc.args, r.stderr)
+		}
+		untouched(t, strings.Join(tc.args, " "), out)
+	}
+	// Without the privileges (an unprivileged user keeps the file).
+	path, err := exec.LookPath("setpriv")
+	testenv.Need(t, err == nil, "setpriv (util-linux) is not installed")
+	out := precious(t)
+	os.Chmod(filepath.Dir(out), 0o777)
+	os.Chmod(out, 0o666)
+	r := runCmd(t, exec.Command(path, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+		"--", synthBin, "record", "-o", out, "--", "true"))
+	if r.code != exitError || !strings.Contains(r.stderr, "CAP_BPF") {
+		t.Errorf("unprivileged record: exit %d, stderr %q", r.code, r.stderr)
+	}
+	untouched(t, "unprivileged record", out)
+}
+
+// unusedPid returns an id that names no task.
+func unusedPid(t *testing.T) int {
+	t.Helper()
+	for pid := 4194303; pid > 1; pid-- {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+			return pid
+		}
+	}
+	t.Fatal("every pid is taken")
+	return 0
+}
+
+// --pid given a thread's id dumps the thread's process.
+func TestPidOfThread(t *testing.T) {
+	testenv.Root(t)
+	self := os.Getpid()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := 0
+	for _, e := range ents {
+		if n, _ := strconv.Atoi(e.Name()); n != self {
+			tid = n
+		}
+	}
+	if tid == 0 {
+		t.Fatal("the test process has one thread")
+	}
+	out := filepath.Join(t.TempDir(), "perf.data")
+	r := runCmd(t, exec.Command(synthBin, "dump", "--no-kernel", "--pid", strconv.Itoa(tid), "-o", out))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if sum := parseSummary(t, r.stderr); sum.processes != 1 || sum.mappings == 0 {
+		t.Errorf("summary %+v: want this process's mappings", sum)
+	}
+	maps := perfMaps(t, perfScript(t, out), self)
+	if len(maps) == 0 {
+		t.Errorf("no mapping of process %d in the dump of its thread %d", self, tid)
+	}
+}
+
+// perfScript returns perf script's side-band events of a perf.data.
+func perfScript(t *testing.T, path string) string {
+	t.Helper()
+	perf := testenv.Perf(t)
+	cmd := exec.Command(perf, "script", "-i", path, "--show-mmap-events", "--show-task-events")
+	cmd.Env = perfEnv(t)
+	r := runCmd(t, cmd)
+	if r.code != 0 {
+		t.Fatalf("perf script: exit %d: %s", r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// Binary output is not written to a terminal, nor appended to a file.
+func TestStdoutRefused(t *testing.T) {
+	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("open a pseudo-terminal: %v", err)
+	}
+	defer ptm.Close()
+	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pts.Close()
+
+	appended := filepath.Join(t.TempDir(), "perf.data")
+	if err := os.WriteFile(appended, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	app, err := os.OpenFile(appended, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	for _, tc := range []struct {
+		name string
+		out  *os.File
+		args []string
+		want string
+	}{
+		{"dump to a terminal", pts, []string{"dump"}, "-o FILE"},
+		{"record to a terminal", pts, []string{"record", "-o", "-"}, "-o FILE"},
+		{"dump >>", app, []string{"dump"}, "append"},
+	} {
+		cmd := exec.Command(synthBin, tc.args...)
+		cmd.Stdout = tc.out
+		r := runCmd(t, cmd)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "synth: ") || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want %d and a hint", tc.name, r.code, r.stderr, exitUsage)
+		}
+	}
+	untouched(t, "dump >>", appended)
+}
+
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"--version", "version"} {
+		r := runCmd(t, exec.Command(synthBin, arg))
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "synth ") || !strings.Contains(r.stdout, "go1.") {
+			t.Errorf("synth %s: exit %d, %q", arg, r.code, r.stdout)
+		}
+	}
+}
+
+// readable checks that a perf.data holds whole records: our reader and
+// perf script both read it.
+func readable(t *testing.T, what, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	if _, err := perfdata.NewReader(f, st.Size()); err != nil {
+		t.Errorf("%s: %v", what, err)
+	}
+	perfScript(t, path)
+}
+
+// synth record -- CMD exits with CMD's status, keeps the previous output
+// as FILE.old, and writes a valid file.
+func TestRecordWorkloadStatus(t *testing.T) {
+	testenv.Root(t)
+	out := precious(t)
+	r := runCmd(t, exec.Command(synthBin, "record", "-o", out, "--", "sh", "-c", "exit 3"))
+	if r.code != 3 {
+		t.Errorf("exit %d, want the command's 3; stderr %q", r.code, r.stderr)
+	}
+	if b, err := os.ReadFile(out + ".old"); err != nil || string(b) != "precious" {
+		t.Errorf("the previous output was not kept as .old: %q %v", b, err)
+	}
+	readable(t, "record of exit 3", out)
+}
+
+// SIGINT ends a recording within a second, sends the workload SIGTERM,
+// and leaves a valid file.
+func TestRecordInterrupt(t *testing.T) {
+	testenv.Root(t)
+	out := filepath.Join(t.TempDir(), "perf.data")
+	cmd := exec.Command(synthBin, "record", "-o", out, "--", "sleep", "20")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	sent := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	took := time.Since(sent)
+	if took > time.Second {
+		t.Errorf("synth record ended %v after SIGINT, want within a second", took)
+	}
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 128+int(unix.SIGTERM) {
+		t.Errorf("exit %v, want %d (the workload ended by SIGTERM); stderr %q", err, 128+int(unix.SIGTERM), stderr.String())
+	}
+	readable(t, "interrupted record", out)
+}
+
+// -F above the kernel's limit is lowered to it, with a warning.
+func TestRecordFreqLimit(t *testing.T) {
+	testenv.Root(t)
+	b, err := os.ReadFile("/proc/sys/kernel/perf_event_max_sample_rate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := strings.TrimSpace(string(b))
+	out := filepath.Join(t.TempDir(), "perf.data")
+	r := runCmd(t, exec.Command(synthBin, "record", "-F", "1000000000", "-o", out, "--", "true"))
+	if r.code != 0 || !strings.Contains(r.stderr, "synth: warning: -F 1000000000 is above the kernel's limit") ||
+		!strings.Contains(r.stderr, "sampling at "+limit+" Hz") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}

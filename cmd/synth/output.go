@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// parseFlags parses a command's flags. On a bad command line it prints
+// one "synth:" line and the usage, and returns the status to exit with.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
+	// The flag package's own messages have no prefix: it is kept quiet,
+	// and the error printed here.
+	fs.SetOutput(io.Discard)
+	usage := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	fs.Usage = usage
+	switch {
+	case err == nil:
+		return exitOK, true
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return exitOK, false
+	default:
+		fmt.Fprintf(stderr, "synth: %s: %v\n", fs.Name(), err)
+		fs.Usage()
+		return exitUsage, false
+	}
+}
+
+// usageError prints a bad command line's message and returns its status.
+func usageError(stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "synth: "+format+"\n", args...)
+	return exitUsage
+}
+
+// checkStdout says why perf.data must not go to stdout: a terminal,
+// which binary output would garble, or a regular file opened for
+// appending (>>), where a second perf.data after the first is no
+// perf.data, and the header of file mode could not be patched.
+func checkStdout(f *os.File) error {
+	fd := int(f.Fd())
+	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+		return errors.New("refusing to write perf.data to a terminal: use -o FILE, or redirect stdout")
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err == nil && fl&unix.O_APPEND != 0 {
+		return errors.New("refusing to append perf.data to a file (>>): use -o FILE, or > to replace it")
+	}
+	return nil
+}
+
+// openOutput opens the -o file, or returns stdout; call it only once
+// every check of the command has passed, as it replaces the file. With
+// backup, a non-empty file is kept as FILE.old first, as perf record
+// keeps perf.data.old.
+func openOutput(path string, stdout *os.File, backup bool) (io.Writer, func() error, error) {
+	if path == "" || path == "-" {
+		return stdout, func() error { return nil }, nil
+	}
+	if backup {
+		if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+			if err := os.Rename(path, path+".old"); err != nil {
+				return nil, nil, fmt.Errorf("keep the previous output: %w", err)
+			}
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open output: %w", err)
+	}
+	return f, func() error {
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("close %s: %w", path, err)
+		}
+		return nil
+	}, nil
+}
