@@ -1,7 +1,6 @@
 package perfdata
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -41,10 +40,14 @@ type WriterOptions struct {
 // Writer writes perf.data. In file mode (an io.WriteSeeker) the header
 // is written first with an empty data section and patched by Close,
 // followed by the feature sections; in pipe mode every attr and feature
-// becomes a record ahead of the data. Write errors are sticky.
+// becomes a record ahead of the data. Write errors are sticky; in file
+// mode Close then makes the file hold the whole records that reached it
+// (see salvage).
 type Writer struct {
 	out      io.Writer
-	bw       *bufio.Writer
+	buf      []byte // bytes not yet written out; whole records in the data section
+	landed   int64  // bytes out took
+	whole    int64  // file mode: bytes of the data section's whole records that out took
 	pipe     bool
 	attrs    []WriterAttr
 	features []Feature
@@ -60,7 +63,7 @@ func NewWriter(out io.Writer, opts WriterOptions) (*Writer, error) {
 	if len(opts.Attrs) == 0 {
 		return nil, errors.New("perf.data needs at least one attr")
 	}
-	w := &Writer{out: out, bw: bufio.NewWriterSize(out, 256<<10)}
+	w := &Writer{out: out, buf: make([]byte, 0, bufSize+64<<10)}
 	w.attrs = slices.Clone(opts.Attrs)
 	for i := range w.attrs {
 		if len(w.attrs[i].IDs) == 0 {
@@ -114,11 +117,44 @@ func (w *Writer) eventDesc() Feature {
 // Pipe reports whether the writer is in pipe mode.
 func (w *Writer) Pipe() bool { return w.pipe }
 
+// bufSize is how much the writer gathers before it writes.
+const bufSize = 256 << 10
+
 func (w *Writer) write(b []byte) error {
 	if w.err != nil {
 		return w.err
 	}
-	if _, err := w.bw.Write(b); err != nil {
+	w.buf = append(w.buf, b...)
+	if len(w.buf) >= bufSize {
+		return w.flush()
+	}
+	return w.err
+}
+
+// flush writes the buffer out. In file mode it counts the data
+// section's records that out took whole: the buffer holds whole records
+// (after the header, the attrs and the ids of the first write), so a
+// short write ends within one of them.
+func (w *Writer) flush() error {
+	if w.err != nil || len(w.buf) == 0 {
+		return w.err
+	}
+	n, err := w.out.Write(w.buf)
+	before := w.landed
+	w.landed += int64(n)
+	if !w.pipe && w.landed > w.dataOff {
+		off := max(w.dataOff-before, 0) // the first data byte in buf
+		for off+8 <= int64(n) {
+			size := int64(le.Uint16(w.buf[off+6:]))
+			if size < 8 || off+size > int64(n) {
+				break
+			}
+			off += size
+		}
+		w.whole = before + off - w.dataOff
+	}
+	w.buf = w.buf[:0]
+	if err != nil {
 		w.err = fmt.Errorf("write perf.data: %w", err)
 	}
 	return w.err
@@ -170,13 +206,15 @@ func (w *Writer) Close() error {
 		return w.err
 	}
 	w.closed = true
-	if !w.pipe && w.err == nil {
+	if w.pipe {
+		w.flush()
+		return w.err
+	}
+	if w.flush() == nil {
 		w.finishFile()
 	}
-	if w.err == nil {
-		if err := w.bw.Flush(); err != nil {
-			w.err = fmt.Errorf("write perf.data: %w", err)
-		}
+	if w.err != nil {
+		w.salvage()
 	}
 	return w.err
 }

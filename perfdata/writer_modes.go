@@ -101,7 +101,8 @@ func (w *Writer) sortedFeatures() []Feature {
 }
 
 // finishFile writes the feature index and sections after the data and
-// rewrites the header with the data size and feature bits.
+// rewrites the header with the data size and feature bits. The data is
+// all written out already.
 func (w *Writer) finishFile() {
 	feats := w.sortedFeatures()
 	off := w.dataOff + w.dataSize + int64(len(feats))*sectionSize
@@ -114,23 +115,46 @@ func (w *Writer) finishFile() {
 	for _, f := range feats {
 		b = append(b, f.Data...)
 	}
-	if w.write(b) != nil {
+	w.buf = append(w.buf, b...)
+	if w.flush() != nil {
 		return
 	}
-	if err := w.bw.Flush(); err != nil {
-		w.err = fmt.Errorf("write perf.data: %w", err)
-		return
+	if err := w.patchHeader(w.dataSize, feats); err != nil {
+		w.err = err
 	}
+}
+
+// patchHeader rewrites the header in place: it takes no new space, so
+// it succeeds on a full disk.
+func (w *Writer) patchHeader(dataSize int64, feats []Feature) error {
 	ws := w.out.(io.WriteSeeker)
 	if _, err := ws.Seek(0, io.SeekStart); err != nil {
-		w.err = fmt.Errorf("patch perf.data header: %w", err)
-		return
+		return fmt.Errorf("patch perf.data header: %w", err)
 	}
-	if _, err := ws.Write(w.fileHeader(nil, w.dataSize, feats)); err != nil {
-		w.err = fmt.Errorf("patch perf.data header: %w", err)
-		return
+	if _, err := ws.Write(w.fileHeader(nil, dataSize, feats)); err != nil {
+		return fmt.Errorf("patch perf.data header: %w", err)
 	}
 	if _, err := ws.Seek(0, io.SeekEnd); err != nil {
-		w.err = fmt.Errorf("patch perf.data header: %w", err)
+		return fmt.Errorf("patch perf.data header: %w", err)
 	}
+	return nil
+}
+
+// salvage makes a file whose writing failed (a full disk, an I/O error)
+// a valid perf.data of the records that reached it whole: it cuts off
+// what follows them (a part of a record, feature sections) when out can
+// be truncated, and patches the header with their size and no features.
+// It keeps the write error: the file is valid, but not all there.
+func (w *Writer) salvage() {
+	if w.landed < w.dataOff {
+		return // not even the attrs are there
+	}
+	if t, ok := w.out.(interface{ Truncate(int64) error }); ok {
+		if err := t.Truncate(w.dataOff + w.whole); err != nil {
+			return
+		}
+	} else if w.landed != w.dataOff+w.whole {
+		return // a partial record stays: leave the header unpatched
+	}
+	w.patchHeader(w.whole, nil)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -179,5 +180,101 @@ func TestWriterErrorSticky(t *testing.T) {
 	}
 	if err := w.Close(); !errors.Is(err, syscall.EIO) {
 		t.Errorf("Close: %v, want EIO", err)
+	}
+}
+
+// fullFile is a file on a disk that fills up after room bytes.
+type fullFile struct {
+	b    []byte
+	off  int64
+	room int64
+}
+
+func (f *fullFile) Write(p []byte) (int, error) {
+	n, err := int64(len(p)), error(nil)
+	if f.off+n > f.room {
+		n, err = max(f.room-f.off, 0), syscall.ENOSPC
+	}
+	if end := f.off + n; end > int64(len(f.b)) {
+		f.b = append(f.b, make([]byte, end-int64(len(f.b)))...)
+	}
+	copy(f.b[f.off:], p[:n])
+	f.off += n
+	return int(n), err
+}
+
+func (f *fullFile) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+		f.off = off
+	case io.SeekCurrent:
+		f.off += off
+	case io.SeekEnd:
+		f.off = int64(len(f.b)) + off
+	}
+	return f.off, nil
+}
+
+func (f *fullFile) Truncate(n int64) error {
+	f.b = f.b[:n]
+	return nil
+}
+
+// A disk that fills up leaves a valid perf.data of the records that
+// reached it whole, and the error.
+func TestWriterFullDisk(t *testing.T) {
+	var recs [][]byte
+	for i := range 20000 {
+		m := Mmap2{Misc: MiscUser, Pid: uint32(i), Tid: uint32(i), Addr: 0x1000, Len: 0x1000,
+			Filename: strings.Repeat("x", i%40)}
+		recs = append(recs, m.Append(nil, testST, &SampleID{Pid: uint32(i), Tid: uint32(i)}))
+	}
+	filePipe := false
+	write := func(room int64) (*fullFile, error) {
+		f := &fullFile{room: room}
+		w, err := NewWriter(f, WriterOptions{Attrs: []WriterAttr{{Attr: testAttr(), Name: "dummy"}}, Pipe: &filePipe})
+		if err != nil {
+			return f, err
+		}
+		for _, rec := range recs {
+			if w.WriteRecord(rec) != nil {
+				break
+			}
+		}
+		return f, w.Close()
+	}
+	whole, err := write(1 << 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, room := range []int64{700001, 900003, int64(len(whole.b)) - 10} {
+		f, err := write(room)
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Errorf("room %d: Close returned %v, want ENOSPC", room, err)
+		}
+		r, err := NewReader(bytes.NewReader(f.b), int64(len(f.b)))
+		if err != nil {
+			t.Fatalf("room %d: not a perf.data: %v", room, err)
+		}
+		n := 0
+		for {
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("room %d: record %d: %v", room, n, err)
+			}
+			if !bytes.Equal(rec.Data, recs[n]) {
+				t.Fatalf("room %d: record %d differs", room, n)
+			}
+			n++
+		}
+		if n == 0 || int64(len(f.b)) > room {
+			t.Errorf("room %d: %d records in %d bytes", room, n, len(f.b))
+		}
+		if room > int64(len(whole.b))-20 && n != len(recs) {
+			t.Errorf("room %d (the features cut): %d of %d records", room, n, len(recs))
+		}
 	}
 }

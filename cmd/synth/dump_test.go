@@ -126,7 +126,7 @@ func TestDumpMinRing(t *testing.T) {
 		t.Errorf("summary %+v", sum)
 	}
 	r = runCmd(t, exec.Command(synthBin, "dump", "--ring-pages", "8", "-o", filepath.Join(t.TempDir(), "perf.data")))
-	if r.code != exitError || !strings.Contains(r.stderr, "ring size 8 pages") {
-		t.Errorf("--ring-pages 8: exit %d, %q; want exit 1 naming the ring size", r.code, r.stderr)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "ring size 8 pages") {
+		t.Errorf("--ring-pages 8: exit %d, %q; want exit %d naming the ring size", r.code, r.stderr, exitUsage)
 	}
 }

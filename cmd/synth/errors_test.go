@@ -3,12 +3,14 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
+	"golang.org/x/sys/unix"
 )
 
 func setpriv(t *testing.T, args ...string) *exec.Cmd {
@@ -130,4 +132,29 @@ func TestGoneProcess(t *testing.T) {
 	}
 	close(stop)
 	<-done
+}
+
+// A disk that fills up while the dump writes to a file: exit 1 naming
+// the error, and a perf.data that perf reads, holding the whole records
+// written before it.
+func TestOutputDiskFull(t *testing.T) {
+	testenv.Root(t)
+	testproc.StartT(t, testproc.Spec{ManyVMAs: 5000}) // more records than the disk holds
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=128k"); err != nil {
+		t.Fatalf("mount a small tmpfs: %v", err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+	out := filepath.Join(dir, "perf.data")
+	r := runCmd(t, exec.Command(synthBin, "dump", "--data", "-o", out))
+	oneLine(t, r, "no space left on device")
+	perf := testenv.Perf(t)
+	cmd := exec.Command(perf, "script", "-i", out, "--show-mmap-events", "--show-task-events")
+	cmd.Env = perfEnv(t)
+	sr := runCmd(t, cmd)
+	if sr.code != 0 || strings.Count(sr.stdout, "PERF_RECORD_MMAP2") < 100 {
+		t.Errorf("perf script: exit %d, %d MMAP2 records; stderr %q", sr.code,
+			strings.Count(sr.stdout, "PERF_RECORD_MMAP2"), sr.stderr)
+	}
+	noWarnings(t, "perf script", sr)
 }

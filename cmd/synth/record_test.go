@@ -136,8 +136,15 @@ var recordSummaryRE = regexp.MustCompile(`synth: recorded (\d+) samples, (\d+) m
 
 func checkRecordSummary(t *testing.T, r result) {
 	t.Helper()
+	checkRecordExit(t, r, 0)
+}
+
+// checkRecordExit checks a recording's summary, and that it exited with
+// code: its workload's status.
+func checkRecordExit(t *testing.T, r result, code int) {
+	t.Helper()
 	m := recordSummaryRE.FindStringSubmatch(r.stderr)
-	if r.code != 0 || m == nil || m[1] == "0" || m[4] != "0" {
+	if r.code != code || m == nil || m[1] == "0" || m[4] != "0" {
 		t.Fatalf("synth record: exit %d: %s", r.code, r.stderr)
 	}
 }
@@ -206,7 +213,7 @@ func TestRecordCommand(t *testing.T) {
 	// timeout forks spin and kills it after a second: the samples are
 	// the child's.
 	r := runCmd(t, exec.Command(synthBin, "record", "-F", "999", "-g", "-o", file, "--", "timeout", "1", spin))
-	checkRecordSummary(t, r)
+	checkRecordExit(t, r, 124) // timeout's status when it had to kill its command
 	got := report(t, perf, "-i", file, "--no-children")
 	if got["spin main_spin"] < 20 || got["libspin.so lib_spin"] < 20 {
 		t.Errorf("samples not on the workload's loops: %v", got)
