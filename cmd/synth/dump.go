@@ -104,6 +104,10 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; %d files in the cache; read now: %d files, %d with a build ID\n",
 			st.BuildIDMappings, st.FileMappings, st.Cached, st.FilesRead, st.BuildIDsRead)
 	}
+	if st.Unreadable > 0 {
+		fmt.Fprintf(stderr, "synth: warning: %d of %d processes' mappings could not be read (permission denied); run as root for all of them\n",
+			st.Unreadable, st.Processes)
+	}
 	if st.BuildIDTimeouts > 0 {
 		fmt.Fprintf(stderr, "synth: warning: %d files not read within %v (their reads block): their mappings are identified by inode, without a build ID\n",
 			st.BuildIDTimeouts, *bidWait)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -157,4 +158,16 @@ func TestOutputDiskFull(t *testing.T) {
 			strings.Count(sr.stdout, "PERF_RECORD_MMAP2"), sr.stderr)
 	}
 	noWarnings(t, "perf script", sr)
+}
+
+// Without privileges the auto method falls back to /proc, and says how
+// many processes it could not read instead of passing their absence off
+// as the host's state.
+func TestUnprivilegedWarns(t *testing.T) {
+	testenv.Root(t)
+	r := runCmd(t, setpriv(t, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"))
+	m := regexp.MustCompile(`synth: warning: (\d+) of (\d+) processes' mappings could not be read \(permission denied\)`).FindStringSubmatch(r.stderr)
+	if r.code != 0 || m == nil || m[1] == "0" {
+		t.Errorf("exit %d, stderr %q; want exit 0 and a warning counting pid 1 at least", r.code, r.stderr)
+	}
 }

@@ -143,6 +143,10 @@ type Stats struct {
 	// while it ran (the BPF method with its side-band).
 	Live    int
 	Skipped int // requested processes that were gone
+	// Unreadable are processes whose mappings the /proc methods were not
+	// allowed to read (another user's, without CAP_SYS_PTRACE): they
+	// are reported with their threads and without mappings.
+	Unreadable int
 	Reads   int // paced reads of the iterators
 	// WalksInvalid are processes whose maple walk did not hold (the
 	// process changed while it was read): they were read again with

@@ -2,6 +2,8 @@ package procdump
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"slices"
 	"strconv"
 	"sync"
@@ -55,6 +57,7 @@ type procResult struct {
 	threads, maps, files int
 	buildIDs             int
 	gone                 bool
+	unreadable           bool // its mappings were not ours to read
 }
 
 // Dump synthesizes the host (or dump.Options.Pids) and hands each record to
@@ -81,6 +84,9 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 			return nil
 		}
 		d.Stats.Processes++
+		if r.unreadable {
+			d.Stats.Unreadable++
+		}
 		d.Stats.Threads += r.threads
 		d.Stats.Mappings += r.maps
 		d.Stats.FileMappings += r.files
@@ -166,7 +172,8 @@ func (m *Method) process(pid int) *procResult {
 	// The process exists (its comms were read): a kernel thread has no
 	// maps, /proc/1/maps may be unreadable, and a process exiting now
 	// loses them. Its threads are reported either way.
-	maps, _ := m.read(pid)
+	maps, err := m.read(pid)
+	r.unreadable = errors.Is(err, fs.ErrPermission)
 	tids := make([]int, 0, len(comms))
 	for tid := range comms {
 		tids = append(tids, tid)
