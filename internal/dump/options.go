@@ -147,7 +147,7 @@ type Stats struct {
 	// allowed to read (another user's, without CAP_SYS_PTRACE): they
 	// are reported with their threads and without mappings.
 	Unreadable int
-	Reads   int // paced reads of the iterators
+	Reads      int // paced reads of the iterators
 	// WalksInvalid are processes whose maple walk did not hold (the
 	// process changed while it was read): they were read again with
 	// the task_vma iterator.
