@@ -39,7 +39,7 @@ func untouched(t *testing.T, what, path string) {
 // nothing or a missing privilege, leaves an existing output as it was.
 func TestFailureKeepsOutput(t *testing.T) {
 	testenv.Root(t)
-	gone := strconv.Itoa(unusedPid(t))
+	gone := strconv.Itoa(testenv.UnusedPid(t))
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -75,35 +75,10 @@ func TestFailureKeepsOutput(t *testing.T) {
 	untouched(t, "unprivileged record", out)
 }
 
-// unusedPid returns an id that names no task.
-func unusedPid(t *testing.T) int {
-	t.Helper()
-	for pid := 4194303; pid > 1; pid-- {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
-			return pid
-		}
-	}
-	t.Fatal("every pid is taken")
-	return 0
-}
-
 // --pid given a thread's id dumps the thread's process.
 func TestPidOfThread(t *testing.T) {
 	testenv.Root(t)
-	self := os.Getpid()
-	ents, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tid := 0
-	for _, e := range ents {
-		if n, _ := strconv.Atoi(e.Name()); n != self {
-			tid = n
-		}
-	}
-	if tid == 0 {
-		t.Fatal("the test process has one thread")
-	}
+	self, tid := os.Getpid(), testenv.Thread(t)
 	out := filepath.Join(t.TempDir(), "perf.data")
 	r := runCmd(t, exec.Command(synthBin, "dump", "--no-kernel", "--pid", strconv.Itoa(tid), "-o", out))
 	if r.code != 0 {
