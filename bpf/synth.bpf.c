@@ -5,13 +5,18 @@
  * Synthesize PERF_RECORD_MMAP2, COMM and FORK records for the tasks that
  * exist when a dump runs, from BPF iterators, into perf ring buffers.
  *
- * Two iterators run one after the other for each dump:
- *   dump_task (iter/task):    FORK for non-leader threads, COMM for every task.
+ * The default dump is one iterator, dump_tasks (iter/task, walk.bpf.h):
+ * COMM for every task, FORK for non-leader threads, and, for each
+ * process, the MMAP2 records of a validated walk of its maple tree.
+ * With --walk iter, and for a process whose walk did not hold, two
+ * iterators run instead, one after the other:
+ *   dump_task (iter/task):     FORK for non-leader threads, COMM for every task.
  *   dump_vma  (iter/task_vma): MMAP2 for every VMA of every process (once per
- *                             thread group, not per thread).
+ *                              thread group, not per thread).
  * Each emitted record also writes ceil(size / SYNTH_PACE_UNIT) bytes into the
  * iterator's seq_file: userspace reads the iterator fd with a bounded buffer
- * and drains the rings between reads, so the rings cannot overflow.
+ * and drains the rings between reads, so the rings cannot overflow. The Go
+ * side is internal/method/bpfdump.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
