@@ -48,6 +48,7 @@ type Writer struct {
 	buf      []byte // bytes not yet written out; whole records in the data section
 	landed   int64  // bytes out took
 	whole    int64  // file mode: bytes of the data section's whole records that out took
+	dataDone bool   // file mode: the data is written; what follows is not records
 	pipe     bool
 	attrs    []WriterAttr
 	features []Feature
@@ -131,33 +132,45 @@ func (w *Writer) write(b []byte) error {
 	return w.err
 }
 
-// flush writes the buffer out. In file mode it counts the data
-// section's records that out took whole: the buffer holds whole records
-// (after the header, the attrs and the ids of the first write), so a
-// short write ends within one of them.
+// flush writes the buffer out, and in file mode counts the data
+// section's records that out took whole (see salvage).
 func (w *Writer) flush() error {
 	if w.err != nil || len(w.buf) == 0 {
 		return w.err
 	}
 	n, err := w.out.Write(w.buf)
-	before := w.landed
-	w.landed += int64(n)
-	if !w.pipe && w.landed > w.dataOff {
-		off := max(w.dataOff-before, 0) // the first data byte in buf
-		for off+8 <= int64(n) {
-			size := int64(le.Uint16(w.buf[off+6:]))
-			if size < 8 || off+size > int64(n) {
-				break
-			}
-			off += size
-		}
-		w.whole = before + off - w.dataOff
+	if !w.pipe && !w.dataDone {
+		w.whole = w.wholeAfter(n, err)
 	}
+	w.landed += int64(n)
 	w.buf = w.buf[:0]
 	if err != nil {
 		w.err = fmt.Errorf("write perf.data: %w", err)
 	}
 	return w.err
+}
+
+// wholeAfter is the data section's bytes of whole records once out has
+// taken n bytes of the buffer. The buffer holds whole records (after the
+// header, the attrs and the ids of the first write), so only a short
+// write ends inside one, and only then are its records walked.
+func (w *Writer) wholeAfter(n int, err error) int64 {
+	end := w.landed + int64(n)
+	if end <= w.dataOff {
+		return 0
+	}
+	if err == nil {
+		return end - w.dataOff
+	}
+	off := max(w.dataOff-w.landed, 0) // the buffer's first data byte
+	for off+8 <= int64(n) {
+		size := int64(le.Uint16(w.buf[off+6:]))
+		if size < 8 || off+size > int64(n) {
+			break
+		}
+		off += size
+	}
+	return w.landed + off - w.dataOff
 }
 
 // WriteRecord appends a complete record (header.size == len(rec)).

@@ -115,6 +115,7 @@ func (w *Writer) finishFile() {
 	for _, f := range feats {
 		b = append(b, f.Data...)
 	}
+	w.dataDone = true
 	w.buf = append(w.buf, b...)
 	if w.flush() != nil {
 		return

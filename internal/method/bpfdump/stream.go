@@ -28,11 +28,7 @@ func (b *BPF) Gen() uint64 { return b.gen }
 // how many the rings lost.
 func (b *BPF) DrainLive() (stale int, lost uint64, err error) {
 	r := &b.round
-	r.reset()
-	if err := b.rings.drain(b.rings.out, r.addOut); err != nil {
-		return 0, 0, err
-	}
-	if err := b.rings.drain(b.rings.live, r.addLive); err != nil {
+	if err := b.drain(r); err != nil {
 		return 0, 0, err
 	}
 	stale, lost = len(r.recs), r.lost
