@@ -15,6 +15,10 @@ import (
 // mode) that `perf buildid-list` and perf's symbolization read.
 type buildIDTable struct {
 	ids map[string][]byte // file name -> build ID
+	// last is the name of the record before, already in ids: a dump
+	// writes a file's mappings one after another, and comparing with
+	// the last name is cheaper than finding its end and hashing it.
+	last []byte
 }
 
 func (t *buildIDTable) add(rec []byte) {
@@ -25,6 +29,9 @@ func (t *buildIDTable) add(rec []byte) {
 	}
 	n := int(rec[dump.Mmap2BuildIDSizeOff])
 	name := rec[dump.Mmap2FilenameOff:]
+	if l := len(t.last); l > 0 && len(name) > l && name[l] == 0 && bytes.Equal(name[:l], t.last) {
+		return
+	}
 	if i := bytes.IndexByte(name, 0); i >= 0 {
 		name = name[:i]
 	}
@@ -38,6 +45,7 @@ func (t *buildIDTable) add(rec []byte) {
 	if _, ok := t.ids[string(name)]; !ok {
 		t.ids[string(name)] = slices.Clone(rec[dump.Mmap2BuildIDOff : dump.Mmap2BuildIDOff+n])
 	}
+	t.last = append(t.last[:0], name...)
 }
 
 // events returns the table as build-ID events, sorted by file name, led
