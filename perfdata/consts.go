@@ -68,18 +68,29 @@ const (
 
 // Feature section ids (tools/perf/util/header.h, perf 6.1).
 const (
-	FeatTracingData = 1
-	FeatBuildID     = 2
-	FeatHostname    = 3
-	FeatOSRelease   = 4
-	FeatVersion     = 5
-	FeatArch        = 6
-	FeatNrCPUs      = 7
-	FeatCPUDesc     = 8
-	FeatCPUID       = 9
-	FeatTotalMem    = 10
-	FeatCmdline     = 11
-	FeatEventDesc   = 12
+	FeatTracingData  = 1
+	FeatBuildID      = 2
+	FeatHostname     = 3
+	FeatOSRelease    = 4
+	FeatVersion      = 5
+	FeatArch         = 6
+	FeatNrCPUs       = 7
+	FeatCPUDesc      = 8
+	FeatCPUID        = 9
+	FeatTotalMem     = 10
+	FeatCmdline      = 11
+	FeatEventDesc    = 12
+	FeatCPUTopology  = 13
+	FeatNUMATopology = 14
+	FeatPMUMappings  = 16
+	FeatCache        = 20
+	FeatSampleTime   = 21
+	FeatMemTopology  = 22
+	FeatClockID      = 23
+	FeatBPFProgInfo  = 25
+	FeatBPFBTF       = 26
+	FeatClockData    = 29
+	FeatPMUCaps      = 31
 	// FeatLast is HEADER_LAST_FEATURE of perf 6.1: the bound of the
 	// feature bitmap perf reads, and the id of the pipe-mode end marker.
 	FeatLast = 32

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -73,23 +74,49 @@ func EventDescFeature(descs []EventDesc) Feature {
 	return Feature{ID: FeatEventDesc, Data: b}
 }
 
-// HostFeatures describes this host as perf record does: HOSTNAME,
+// HostFeatures describes this host as perf record 6.1 does: HOSTNAME,
 // OSRELEASE, VERSION (synth's module version, where perf writes its
-// own), ARCH, NRCPUS and CMDLINE.
+// own), ARCH, NRCPUS, CPUDESC, CPUID, TOTAL_MEM, CMDLINE, CPU_TOPOLOGY,
+// NUMA_TOPOLOGY, PMU_MAPPINGS, CACHE, MEM_TOPOLOGY, PMU_CAPS, and
+// BPF_PROG_INFO and BPF_BTF (empty). A section the host gives no data
+// for is left out, as perf leaves it out. The Writer adds EVENT_DESC,
+// SAMPLE_TIME, and CLOCKID and CLOCK_DATA for attrs with use_clockid.
 func HostFeatures(cmdline []string) []Feature {
 	var uts unix.Utsname
 	_ = unix.Uname(&uts) // cannot fail; zero fields read as ""
 	host, _ := os.Hostname()
-	online := uint32(runtime.NumCPU())
-	avail := uint32(countCPUs("/sys/devices/system/cpu/present", int(online)))
-	return []Feature{
+	cpuSys := sysfs + "/devices/system/cpu/"
+	online := parseCPUList(firstLine(cpuSys+"online", "0-"+strconv.Itoa(runtime.NumCPU()-1)))
+	avail := max(countCPUs(cpuSys+"present", len(online)), len(online))
+	possible := max(countCPUs(cpuSys+"possible", avail), avail)
+	fs := []Feature{
 		StringFeature(FeatHostname, host),
 		StringFeature(FeatOSRelease, unix.ByteSliceToString(uts.Release[:])),
 		StringFeature(FeatVersion, version()),
 		StringFeature(FeatArch, unix.ByteSliceToString(uts.Machine[:])),
-		NrCPUsFeature(max(avail, online), online),
+		NrCPUsFeature(uint32(avail), uint32(len(online))),
 		CmdlineFeature(cmdline),
 	}
+	for _, f := range []func() (Feature, bool){
+		cpuDescFeature, cpuIDFeature, totalMemFeature,
+		func() (Feature, bool) { return cpuTopologyFeature(avail, online) },
+		numaTopologyFeature, pmuMappingsFeature,
+		func() (Feature, bool) { return cacheFeature(possible) },
+		memTopologyFeature,
+	} {
+		if feat, ok := f(); ok {
+			fs = append(fs, feat)
+		}
+	}
+	return append(append(fs, pmuCapsFeature()), emptyBPFFeatures()...)
+}
+
+// firstLine reads a one-line file, or returns def.
+func firstLine(path, def string) string {
+	if s, ok := readTrim(path); ok {
+		return s
+	}
+	return def
 }
 
 // version is the synth module's version, as the VERSION feature.

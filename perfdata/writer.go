@@ -55,8 +55,11 @@ type Writer struct {
 	dataOff  int64
 	dataSize int64
 	buildIDs []byte // file mode: the HEADER_BUILD_ID section
-	err      error
-	closed   bool
+	// firstSample and lastSample are the least and greatest sample
+	// times written, for HEADER_SAMPLE_TIME (file mode).
+	firstSample, lastSample uint64
+	err                     error
+	closed                  bool
 }
 
 // NewWriter starts a perf.data on out. out is not closed by the Writer.
@@ -74,6 +77,10 @@ func NewWriter(out io.Writer, opts WriterOptions) (*Writer, error) {
 	w.features = slices.Clone(opts.Features)
 	if !hasFeature(w.features, FeatEventDesc) {
 		w.features = append(w.features, w.eventDesc())
+	}
+	if i := slices.IndexFunc(w.attrs, func(a WriterAttr) bool { return a.Attr.Flags&AttrUseClockID != 0 }); i >= 0 &&
+		!hasFeature(w.features, FeatClockID) {
+		w.features = append(w.features, ClockFeatures(w.attrs[i].Attr.ClockID)...)
 	}
 	if opts.Pipe != nil {
 		w.pipe = *opts.Pipe
@@ -183,7 +190,42 @@ func (w *Writer) WriteRecord(rec []byte) error {
 		return fmt.Errorf("write perf.data: malformed record of %d bytes", len(rec))
 	}
 	w.dataSize += int64(len(rec))
+	if h.Type == RecordSample {
+		w.noteSample(rec)
+	}
 	return w.write(rec)
+}
+
+// noteSample notes the time of a sample for HEADER_SAMPLE_TIME. The
+// sample's attr is the first one, or, when there are more, the one its
+// leading identifier names.
+func (w *Writer) noteSample(rec []byte) {
+	st := w.attrs[0].Attr.SampleType
+	if len(w.attrs) > 1 && st&SampleIdentifier != 0 && len(rec) >= 16 {
+		id := le.Uint64(rec[8:])
+		for _, a := range w.attrs {
+			if slices.Contains(a.IDs, id) {
+				st = a.Attr.SampleType
+			}
+		}
+	}
+	if st&SampleTime == 0 {
+		return
+	}
+	off := 8 // the header; then the fields before the time
+	for _, bit := range []uint64{SampleIdentifier, SampleIP, SampleTID} {
+		if st&bit != 0 {
+			off += 8
+		}
+	}
+	if len(rec) < off+8 {
+		return
+	}
+	t := le.Uint64(rec[off:])
+	if w.firstSample == 0 || t < w.firstSample {
+		w.firstSample = t
+	}
+	w.lastSample = max(w.lastSample, t)
 }
 
 // AddFeature adds a feature: in file mode it is written by Close, in

@@ -23,6 +23,10 @@ func (w *Writer) startPipe() error {
 	for _, f := range w.features {
 		b = featureRecord(b, f)
 	}
+	if !hasFeature(w.features, FeatSampleTime) {
+		// Written before any sample, as perf writes it in pipe mode.
+		b = featureRecord(b, sampleTimeFeature(0, 0))
+	}
 	b = featureRecord(b, Feature{ID: FeatLast})
 	return w.write(b)
 }
@@ -85,6 +89,9 @@ func (w *Writer) sortedFeatures() []Feature {
 	fs := slices.Clone(w.features)
 	if len(w.buildIDs) > 0 {
 		fs = append(fs, Feature{ID: FeatBuildID, Data: w.buildIDs})
+	}
+	if !hasFeature(fs, FeatSampleTime) {
+		fs = append(fs, sampleTimeFeature(w.firstSample, w.lastSample))
 	}
 	slices.SortStableFunc(fs, func(a, b Feature) int { return a.ID - b.ID })
 	var out []Feature
