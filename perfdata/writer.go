@@ -228,6 +228,24 @@ func (w *Writer) noteSample(rec []byte) {
 	w.lastSample = max(w.lastSample, t)
 }
 
+// EndInit writes PERF_RECORD_FINISHED_INIT: the state synthesized at
+// the start is complete, what follows happened after it (perf record
+// writes it after its synthesis).
+func (w *Writer) EndInit() error { return w.WriteRecord(headerOnly(RecordFinishedInit)) }
+
+// EndRound writes PERF_RECORD_FINISHED_ROUND after a pass that read
+// every ring, as perf record does: a reader may then sort and hand on
+// the records of the rounds before.
+func (w *Writer) EndRound() error { return w.WriteRecord(headerOnly(RecordFinishedRound)) }
+
+// headerOnly is a record that is only its header.
+func headerOnly(typ uint32) []byte {
+	var b [8]byte
+	le.PutUint32(b[0:], typ)
+	le.PutUint16(b[6:], 8)
+	return b[:]
+}
+
 // AddFeature adds a feature: in file mode it is written by Close, in
 // pipe mode at once, as a HEADER_FEATURE record.
 func (w *Writer) AddFeature(f Feature) error {

@@ -116,12 +116,19 @@ func (p *Profiler) Run(ctx context.Context, out io.Writer, wopts WriteOptions) (
 	return ProfileStats{Session: s.Stats(), Dump: s.LastDump(), Duration: time.Since(p.start)}, err
 }
 
-// copyRecords writes the session's records until it is flushed.
+// copyRecords writes the session's records until it is flushed: the
+// dump's, then FINISHED_INIT, then the live records and samples, with a
+// FINISHED_ROUND each time the session has handed out all it had read
+// from the rings, as perf record ends each pass over its rings.
 func copyRecords(s *Session, w *perfdata.Writer, table *buildIDTable) error {
 	var recs [readBatch]Record
+	inRound := false
 	for {
 		n, err := s.ReadBatch(recs[:])
 		if errors.Is(err, ErrFlushed) {
+			if inRound {
+				return w.EndRound()
+			}
 			return nil
 		}
 		if err != nil {
@@ -129,12 +136,22 @@ func copyRecords(s *Session, w *perfdata.Writer, table *buildIDTable) error {
 		}
 		for _, rec := range recs[:n] {
 			if rec.Kind == KindDumpEnd {
+				if err := w.EndInit(); err != nil {
+					return err
+				}
 				continue
 			}
+			inRound = inRound || rec.Kind != KindSynthesized
 			table.add(rec.Raw)
 			if err := w.WriteRecord(rec.Raw); err != nil {
 				return err // says "write perf.data: ..."
 			}
+		}
+		if n < len(recs) && inRound {
+			if err := w.EndRound(); err != nil {
+				return err
+			}
+			inRound = false
 		}
 	}
 }

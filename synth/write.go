@@ -41,6 +41,9 @@ func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts
 		table.add(rec)
 		return w.WriteRecord(rec)
 	})
+	if err == nil {
+		err = w.EndInit()
+	}
 	return st, finishPerfData(w, &table, o, err)
 }
 
