@@ -143,11 +143,13 @@ func NewSession(opts SessionOptions) (*Session, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
-	opts.SampleType = bpfdump.SidebandSampleType
-	rc := bpfdump.RingConfig{Pages: opts.RingPages, Sideband: true, Data: opts.Data, BuildID: !opts.NoBuildID}
+	rc := bpfdump.RingConfig{Pages: opts.RingPages, Sideband: true, Data: opts.Data, BuildID: !opts.NoBuildID,
+		SampleType: bpfdump.SidebandSampleType}
 	if opts.Sample != nil {
 		rc.Sampler = samplerPerfAttr(opts.Sample)
+		rc.SampleType = samplerAttr(opts.Sample).SampleType
 	}
+	opts.SampleType = rc.SampleType // the trailer of the synthesized records
 	b, err := bpfdump.NewWithRings(opts.Options, rc)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,17 @@ func missingFeatures(t *testing.T, perf, file string) []string {
 		t.Fatalf("perf report --header-only %s: exit %d: %s", file, r.code, r.stderr)
 	}
 	noWarnings(t, "perf report --header-only", r)
+	// Readers map a record to its attr on the assumption that every
+	// attr of a file has one sample_type, as perf writes them.
+	types := regexp.MustCompile(`(?m)^# event : .*, sample_type = (\S+),`).FindAllStringSubmatch(r.stdout, -1)
+	if len(types) == 0 {
+		t.Errorf("%s: no attr with a sample_type:\n%s", file, r.stdout)
+	}
+	for _, st := range types {
+		if st[1] != types[0][1] {
+			t.Errorf("%s: attrs with sample_type %s and %s", file, types[0][1], st[1])
+		}
+	}
 	m := regexp.MustCompile(`(?m)^# missing features: (.*)$`).FindStringSubmatch(r.stdout)
 	if m == nil {
 		t.Fatalf("perf report --header-only %s: no missing-features line:\n%s", file, r.stdout)
@@ -34,7 +45,8 @@ func missingFeatures(t *testing.T, perf, file string) []string {
 
 // The header of every file synth writes holds what perf record -k
 // CLOCK_MONOTONIC writes on the same host, section for section: perf
-// lists the same features as missing for both. And perf data convert
+// lists the same features as missing for both; all attrs of a file have
+// one sample_type (see missingFeatures). And perf data convert
 // --to-json, which crashes on a file without CPUDESC, converts them.
 func TestHeaderAsPerf(t *testing.T) {
 	testenv.Root(t)

@@ -1,6 +1,7 @@
 package bpfdump
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -36,6 +37,12 @@ type RingConfig struct {
 	// Sampler, when set, is opened on every CPU with its output
 	// redirected into that CPU's side-band ring.
 	Sampler *perf.Attr
+	// SampleType is the side-band events' sample_type, which sets the
+	// trailer of their records; 0: SidebandSampleType. A Session with
+	// a Sampler gives the side-band the sampler's, as perf gives its
+	// dummy event its main event's: every attr of a perf.data file
+	// then has one sample_type, which readers rely on.
+	SampleType uint64
 }
 
 // outAttr is the attr of the BPF output events: they carry the records
@@ -74,7 +81,7 @@ func (c *RingConfig) LiveAttr() perfdata.Attr {
 		Size:         perfdata.AttrSize,
 		Config:       unix.PERF_COUNT_SW_DUMMY,
 		SamplePeriod: 1,
-		SampleType:   SidebandSampleType,
+		SampleType:   cmp.Or(c.SampleType, SidebandSampleType),
 		Flags:        flags,
 		WakeupEvents: uint32(c.Pages * os.Getpagesize() / 2),
 		ClockID:      unix.CLOCK_MONOTONIC,
