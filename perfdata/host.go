@@ -150,8 +150,8 @@ func addUnique(list []string, s string) []string {
 // s390), the die sibling lists and die ids.
 func cpuTopologyFeature(avail int, online []int) (Feature, bool) {
 	var pkgs, dies, threads []string
-	dieDir := filepath.Join(cpuDir(0), "topology/die_cpus_list")
-	_, err := os.Stat(dieDir)
+	dieList := filepath.Join(cpuDir(0), "topology/die_cpus_list")
+	_, err := os.Stat(dieList)
 	withDies := err == nil && (runtime.GOARCH == "amd64" || runtime.GOARCH == "386" || runtime.GOARCH == "s390x")
 	for _, cpu := range online {
 		dir := filepath.Join(cpuDir(cpu), "topology")
