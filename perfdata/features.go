@@ -1,13 +1,12 @@
 package perfdata
 
 import (
-	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 
+	"github.com/synth-dev/synth/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -86,7 +85,11 @@ func HostFeatures(cmdline []string) []Feature {
 	_ = unix.Uname(&uts) // cannot fail; zero fields read as ""
 	host, _ := os.Hostname()
 	cpuSys := sysfs + "/devices/system/cpu/"
-	online := parseCPUList(firstLine(cpuSys+"online", "0-"+strconv.Itoa(runtime.NumCPU()-1)))
+	s, _ := readTrim(cpuSys + "online")
+	online, err := procfs.CPUList(s)
+	if err != nil {
+		online, _ = procfs.CPUList("0-" + strconv.Itoa(runtime.NumCPU()-1))
+	}
 	avail := max(countCPUs(cpuSys+"present", len(online)), len(online))
 	possible := max(countCPUs(cpuSys+"possible", avail), avail)
 	fs := []Feature{
@@ -97,8 +100,11 @@ func HostFeatures(cmdline []string) []Feature {
 		NrCPUsFeature(uint32(avail), uint32(len(online))),
 		CmdlineFeature(cmdline),
 	}
+	info := cpuinfo()
 	for _, f := range []func() (Feature, bool){
-		cpuDescFeature, cpuIDFeature, totalMemFeature,
+		func() (Feature, bool) { return cpuDescFeature(info) },
+		func() (Feature, bool) { return cpuIDFeature(info) },
+		totalMemFeature,
 		func() (Feature, bool) { return cpuTopologyFeature(avail, online) },
 		numaTopologyFeature, pmuMappingsFeature,
 		func() (Feature, bool) { return cacheFeature(possible) },
@@ -109,14 +115,6 @@ func HostFeatures(cmdline []string) []Feature {
 		}
 	}
 	return append(append(fs, pmuCapsFeature()), emptyBPFFeatures()...)
-}
-
-// firstLine reads a one-line file, or returns def.
-func firstLine(path, def string) string {
-	if s, ok := readTrim(path); ok {
-		return s
-	}
-	return def
 }
 
 // version is the synth module's version, as the VERSION feature.
@@ -130,21 +128,13 @@ func version() string {
 
 // countCPUs counts the CPUs of a sysfs cpu list ("0-3,5"), or returns def.
 func countCPUs(path string, def int) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
+	s, ok := readTrim(path)
+	if !ok {
 		return def
 	}
-	n := 0
-	for _, r := range strings.Split(strings.TrimSpace(string(b)), ",") {
-		var lo, hi int
-		if _, err := fmt.Sscanf(r, "%d-%d", &lo, &hi); err == nil {
-			n += hi - lo + 1
-		} else if _, err := fmt.Sscanf(r, "%d", &lo); err == nil {
-			n++
-		}
-	}
-	if n == 0 {
+	cpus, err := procfs.CPUList(s)
+	if err != nil || len(cpus) == 0 {
 		return def
 	}
-	return n
+	return len(cpus)
 }

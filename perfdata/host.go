@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/synth-dev/synth/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,9 +18,8 @@ import (
 // and cputopo.c read them. Each returns false when the host does not
 // say (a section perf would not write either).
 
-// sysfs is where the host descriptions are read; tests point it
-// elsewhere.
-var sysfs = "/sys"
+// sysfs is where the host descriptions are read.
+const sysfs = "/sys"
 
 // readTrim reads a small sysfs or procfs file without its trailing
 // newline.
@@ -31,27 +31,28 @@ func readTrim(path string) (string, bool) {
 	return strings.TrimSpace(string(b)), true
 }
 
-// cpuinfo returns the value of the first "key : value" line of
-// /proc/cpuinfo whose key is key.
-func cpuinfo(key string) (string, bool) {
+// cpuinfo returns the "key : value" lines of /proc/cpuinfo, the first
+// value of each key (the first CPU's), read once for every section.
+func cpuinfo() map[string]string {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
-		return "", false
+		return nil
 	}
 	defer f.Close()
+	info := make(map[string]string)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v), true
+		if k = strings.TrimSpace(k); ok && info[k] == "" {
+			info[k] = strings.TrimSpace(v)
 		}
 	}
-	return "", false
+	return info
 }
 
 // cpuDescFeature is HEADER_CPUDESC: the model name, with runs of
 // spaces squashed as perf squashes them.
-func cpuDescFeature() (Feature, bool) {
+func cpuDescFeature(info map[string]string) (Feature, bool) {
 	key := "model name"
 	switch runtime.GOARCH {
 	case "ppc64", "ppc64le", "sparc64":
@@ -61,7 +62,7 @@ func cpuDescFeature() (Feature, bool) {
 	case "mips", "mipsle", "mips64", "mips64le":
 		key = "cpu model"
 	}
-	v, ok := cpuinfo(key)
+	v, ok := info[key]
 	if !ok {
 		return Feature{}, false
 	}
@@ -71,13 +72,13 @@ func cpuDescFeature() (Feature, bool) {
 // cpuIDFeature is HEADER_CPUID as perf writes it on x86:
 // "vendor,family,model,stepping". Other architectures have formats of
 // their own, which synth does not write.
-func cpuIDFeature() (Feature, bool) {
+func cpuIDFeature(info map[string]string) (Feature, bool) {
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "386" {
 		return Feature{}, false
 	}
 	var parts []string
 	for _, key := range []string{"vendor_id", "cpu family", "model", "stepping"} {
-		v, ok := cpuinfo(key)
+		v, ok := info[key]
 		if !ok {
 			return Feature{}, false
 		}
@@ -194,28 +195,6 @@ func appendStrings(b []byte, list []string) []byte {
 	return b
 }
 
-// parseCPUList expands a sysfs cpu list ("0-3,5").
-func parseCPUList(s string) []int {
-	var out []int
-	for r := range strings.SplitSeq(strings.TrimSpace(s), ",") {
-		lo, hi, isRange := strings.Cut(r, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			continue
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				continue
-			}
-		}
-		for i := a; i <= b && i-a < 1<<16; i++ {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
 // numaTopologyFeature is HEADER_NUMA_TOPOLOGY: u32 nr, then per online
 // node u32 id, u64 total and free memory in kB, its cpu list.
 func numaTopologyFeature() (Feature, bool) {
@@ -223,7 +202,10 @@ func numaTopologyFeature() (Feature, bool) {
 	if !ok {
 		return Feature{}, false
 	}
-	nodes := parseCPUList(s)
+	nodes, err := procfs.CPUList(s)
+	if err != nil {
+		return Feature{}, false
+	}
 	b := le.AppendUint32(nil, uint32(len(nodes)))
 	for _, n := range nodes {
 		dir := filepath.Join(sysfs, "devices/system/node", "node"+strconv.Itoa(n))

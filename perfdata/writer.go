@@ -58,6 +58,7 @@ type Writer struct {
 	// firstSample and lastSample are the least and greatest sample
 	// times written, for HEADER_SAMPLE_TIME (file mode).
 	firstSample, lastSample uint64
+	oneSampleType           bool // every attr has the first one's sample_type
 	err                     error
 	closed                  bool
 }
@@ -74,6 +75,9 @@ func NewWriter(out io.Writer, opts WriterOptions) (*Writer, error) {
 			w.attrs[i].IDs = []uint64{uint64(i + 1)}
 		}
 	}
+	w.oneSampleType = !slices.ContainsFunc(w.attrs, func(a WriterAttr) bool {
+		return a.Attr.SampleType != w.attrs[0].Attr.SampleType
+	})
 	w.features = slices.Clone(opts.Features)
 	if !hasFeature(w.features, FeatEventDesc) {
 		w.features = append(w.features, w.eventDesc())
@@ -196,12 +200,12 @@ func (w *Writer) WriteRecord(rec []byte) error {
 	return w.write(rec)
 }
 
-// noteSample notes the time of a sample for HEADER_SAMPLE_TIME. The
-// sample's attr is the first one, or, when there are more, the one its
-// leading identifier names.
+// noteSample notes the time of a sample for HEADER_SAMPLE_TIME. Its
+// layout is the first attr's sample_type, or, when the attrs differ,
+// that of the attr its leading identifier names.
 func (w *Writer) noteSample(rec []byte) {
 	st := w.attrs[0].Attr.SampleType
-	if len(w.attrs) > 1 && st&SampleIdentifier != 0 && len(rec) >= 16 {
+	if !w.oneSampleType && st&SampleIdentifier != 0 && len(rec) >= 16 {
 		id := le.Uint64(rec[8:])
 		for _, a := range w.attrs {
 			if slices.Contains(a.IDs, id) {

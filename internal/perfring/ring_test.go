@@ -168,21 +168,3 @@ func TestNewRingRejects(t *testing.T) {
 		t.Error("a mapping smaller than the metadata page was accepted")
 	}
 }
-
-func TestParseCPUList(t *testing.T) {
-	for in, want := range map[string][]int{
-		"0":         {0},
-		"0-3":       {0, 1, 2, 3},
-		"0-1,4,6-7": {0, 1, 4, 6, 7},
-	} {
-		got, err := ParseCPUList(in)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("ParseCPUList(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "a", "3-1", "1-", "-1", "0,,1"} {
-		if got, err := ParseCPUList(bad); err == nil {
-			t.Errorf("ParseCPUList(%q) = %v, want an error", bad, got)
-		}
-	}
-}
