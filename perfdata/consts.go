@@ -10,6 +10,10 @@ const (
 	RecordFork          = 7
 	RecordSample        = 9
 	RecordMmap2         = 10
+	RecordNamespaces    = 16
+	RecordKsymbol       = 17
+	RecordBPFEvent      = 18
+	RecordCgroup        = 19
 	RecordHeaderAttr    = 64
 	RecordHeaderBuildID = 67
 	RecordFinishedRound = 68
@@ -24,6 +28,7 @@ const (
 	MiscUser        = 1 << 1
 	MiscMmapData    = 1 << 13 // on MMAP/MMAP2: not executable
 	MiscCommExec    = 1 << 13 // on COMM: the name changed by exec
+	MiscForkExec    = 1 << 13 // on FORK: synthesized for a running task (perf's marking)
 	MiscMmapBuildID = 1 << 14 // on MMAP2: build-id form of the union
 	MiscBuildIDSize = 1 << 15 // on HEADER_BUILD_ID: the size byte is valid
 )
@@ -61,8 +66,10 @@ const (
 	AttrMmap2         = 1 << 23
 	AttrCommExec      = 1 << 24
 	AttrUseClockID    = 1 << 25
+	AttrNamespaces    = 1 << 28
 	AttrKsymbol       = 1 << 29
 	AttrBPFEvent      = 1 << 30
+	AttrCgroup        = 1 << 32
 	AttrBuildID       = 1 << 34
 )
 

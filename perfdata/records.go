@@ -153,6 +153,7 @@ func ParseComm(rec []byte, sampleType uint64) (Comm, SampleID, error) {
 // Fork mirrors PERF_RECORD_FORK and PERF_RECORD_EXIT: u32 pid, ppid,
 // tid, ptid; u64 time.
 type Fork struct {
+	Misc      uint16 // MiscForkExec on records synthesized for running tasks
 	Pid, Ppid uint32
 	Tid, Ptid uint32
 	Time      uint64
@@ -160,7 +161,7 @@ type Fork struct {
 
 // Append appends a PERF_RECORD_FORK; see Mmap.Append.
 func (f *Fork) Append(b []byte, sampleType uint64, sid *SampleID) []byte {
-	b, at := startRecord(b, RecordFork, 0)
+	b, at := startRecord(b, RecordFork, f.Misc)
 	for _, v := range []uint32{f.Pid, f.Ppid, f.Tid, f.Ptid} {
 		b = le.AppendUint32(b, v)
 	}
@@ -170,11 +171,11 @@ func (f *Fork) Append(b []byte, sampleType uint64, sid *SampleID) []byte {
 
 // ParseFork decodes a PERF_RECORD_FORK; see ParseMmap for sampleType.
 func ParseFork(rec []byte, sampleType uint64) (Fork, SampleID, error) {
-	p, _, err := body(rec, RecordFork, sampleType, 24)
+	p, h, err := body(rec, RecordFork, sampleType, 24)
 	if err != nil {
 		return Fork{}, SampleID{}, err
 	}
-	f := Fork{Pid: le.Uint32(p), Ppid: le.Uint32(p[4:]), Tid: le.Uint32(p[8:]),
+	f := Fork{Misc: h.Misc, Pid: le.Uint32(p), Ppid: le.Uint32(p[4:]), Tid: le.Uint32(p[8:]),
 		Ptid: le.Uint32(p[12:]), Time: le.Uint64(p[16:])}
 	sid, err := ParseSampleID(rec, sampleType)
 	return f, sid, err
