@@ -2,15 +2,15 @@
 
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * Synthesize PERF_RECORD_MMAP2, COMM and FORK records for the tasks that
+ * Synthesize PERF_RECORD_MMAP2, COMM, FORK and NAMESPACES records for the tasks that
  * exist when a dump runs, from BPF iterators, into perf ring buffers.
  *
  * The default dump is one iterator, dump_tasks (iter/task, walk.bpf.h):
- * COMM for every task, FORK for non-leader threads, and, for each
+ * FORK, NAMESPACES (on request) and COMM for every task, and, for each
  * process, the MMAP2 records of a validated walk of its maple tree.
  * With --walk iter, and for a process whose walk did not hold, two
  * iterators run instead, one after the other:
- *   dump_task (iter/task):     FORK for non-leader threads, COMM for every task.
+ *   dump_task (iter/task):     FORK, NAMESPACES and COMM for every task.
  *   dump_vma  (iter/task_vma): MMAP2 for every VMA of every process (once per
  *                              thread group, not per thread).
  * Each emitted record also writes ceil(size / SYNTH_PACE_UNIT) bytes into the
@@ -73,6 +73,9 @@ struct {
 /* Set by userspace before each dump. */
 volatile __u64 synth_gen;
 volatile __u32 synth_flags;
+/* The device of nsfs, which every namespace file has (stat(2)'s st_dev
+ * of /proc/self/ns/net): the programs know only the inode numbers. */
+volatile __u64 synth_ns_dev;
 
 /* Read by userspace after each dump. */
 __u64 synth_seq;
@@ -127,27 +130,100 @@ static __always_inline void emit_comm(void *ctx, struct seq_file *seq,
 	emit(ctx, seq, &c.h, sizeof(c.h) + size);
 }
 
+/* arch/x86/include/asm/mmu.h: the bit of mm->context.flags that
+ * set_personality_64bit() sets. */
+#define MM_CONTEXT_HAS_VSYSCALL 1
+
+/* PERF_RECORD_FORK as perf synthesizes it (tools/perf/util/
+ * synthetic-events.c): a leader names its parent process, any other
+ * thread its leader, as if the main thread had spawned it. */
+static __always_inline void fill_fork(struct synth_fork *f, struct task_struct *task)
+{
+	__u32 tgid = task->tgid;
+	struct mm_struct *mm;
+
+	f->header.type = SYNTH_RECORD_FORK;
+	f->header.misc = SYNTH_MISC_FORK_EXEC;
+	f->header.size = sizeof(struct perf_event_header) + 24;
+	f->pid = tgid;
+	f->tid = task->pid;
+	f->time = 0;
+	if (task->pid != tgid) {
+		f->ppid = f->ptid = tgid;
+		return;
+	}
+	/* /proc/PID/status's PPid: 0 for init and kthreadd, whose parent
+	 * is the idle task. */
+	f->ppid = f->ptid = task->real_parent->tgid;
+	mm = task->mm;
+	if (mm && !(mm->context.flags & (1UL << MM_CONTEXT_HAS_VSYSCALL)))
+		f->header.misc |= SYNTH_MISC_NO_GATE;
+}
+
+/* The inode number of a namespace, 0 for none. */
+#define NS_INUM(p) ((p) ? (p)->ns.inum : 0)
+
+/* PERF_RECORD_NAMESPACES of task: the namespaces /proc/PID/ns/ names
+ * (fs/proc/namespaces.c), as perf --namespaces synthesizes them from
+ * stat(2) of those files. A task past exit_task_namespaces() has none:
+ * perf cannot stat them either, and writes zeros. */
+static __always_inline void fill_namespaces(struct synth_namespaces *r, struct task_struct *task)
+{
+	struct nsproxy *nsp = task->nsproxy;
+	struct pid *pid = task->thread_pid;
+	struct pid_namespace *pidns = NULL;
+	__u32 i, level;
+
+	r->header.type = SYNTH_RECORD_NAMESPACES;
+	r->header.misc = 0;
+	r->header.size = sizeof(*r) - sizeof(r->h);
+	r->pid = task->tgid;
+	r->tid = task->pid;
+	r->nr_namespaces = SYNTH_NR_NAMESPACES;
+	__builtin_memset(r->link, 0, sizeof(r->link));
+	if (!nsp)
+		return;
+	r->link[0].ino = NS_INUM(nsp->net_ns);
+	r->link[1].ino = NS_INUM(nsp->uts_ns);
+	r->link[2].ino = NS_INUM(nsp->ipc_ns);
+	if (pid) {
+		/* task_active_pid_ns(): the namespace of the pid's own level,
+		 * an element of a flexible array: read, not loaded. */
+		unsigned int inum = 0;
+
+		level = pid->level;
+		bpf_probe_read_kernel(&pidns, sizeof(pidns), &pid->numbers[level & 31].ns);
+		if (pidns)
+			bpf_probe_read_kernel(&inum, sizeof(inum), &pidns->ns.inum);
+		r->link[3].ino = inum;
+	}
+	r->link[4].ino = NS_INUM(task->real_cred->user_ns);
+	r->link[5].ino = NS_INUM(nsp->mnt_ns);
+	r->link[6].ino = NS_INUM(nsp->cgroup_ns);
+	for (i = 0; i < SYNTH_NR_NAMESPACES; i++)
+		if (r->link[i].ino)
+			r->link[i].dev = synth_ns_dev;
+}
+
 SEC("iter/task")
 int dump_task(struct bpf_iter__task *ctx)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
 	__u64 now = bpf_ktime_get_ns();
+	struct synth_fork f = {};
 
 	if (!task)
 		return 0;
-	if (task->pid != task->tgid) {
-		/* perf's convention: the main thread spawned every thread. */
-		struct synth_fork f = {};
+	f.h.time = now;
+	fill_fork(&f, task);
+	emit(ctx, seq, &f.h, sizeof(f));
+	if (synth_flags & SYNTH_CFG_NAMESPACES) {
+		struct synth_namespaces ns;
 
-		f.h.time = now;
-		f.header.type = SYNTH_RECORD_FORK;
-		f.header.size = sizeof(struct perf_event_header) + 24;
-		f.pid = task->tgid;
-		f.ppid = task->tgid;
-		f.tid = task->pid;
-		f.ptid = task->tgid;
-		emit(ctx, seq, &f.h, sizeof(f));
+		ns.h.time = now;
+		fill_namespaces(&ns, task);
+		emit(ctx, seq, &ns.h, sizeof(ns));
 	}
 	emit_comm(ctx, seq, task, now);
 	return 0;

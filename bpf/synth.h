@@ -30,14 +30,22 @@
 #define SYNTH_RECORD_COMM 3
 #define SYNTH_RECORD_FORK 7
 #define SYNTH_RECORD_MMAP2 10
+#define SYNTH_RECORD_NAMESPACES 16
 #define SYNTH_MISC_USER 2
 #define SYNTH_MISC_MMAP_DATA (1 << 13)
+#define SYNTH_MISC_FORK_EXEC (1 << 13)
+
+/* On a leader's FORK, for userspace only (it clears the bit): the
+ * process's mm has no [vsyscall] page, a 32-bit process on x86-64
+ * (get_gate_vma() in arch/x86/entry/vsyscall/vsyscall_64.c). */
+#define SYNTH_MISC_NO_GATE (1 << 15)
 
 #define SYNTH_MISC_MMAP_BUILD_ID (1 << 14)
 
 /* synth_flags */
 #define SYNTH_CFG_DATA 1    /* all maps, not only executable ones (perf -d) */
 #define SYNTH_CFG_BUILDID 2 /* MMAP2 in build-ID form where the ID is known */
+#define SYNTH_CFG_NAMESPACES 4 /* NAMESPACES for every task (perf --namespaces) */
 
 #define SYNTH_BUILD_ID_SIZE 20
 
@@ -114,6 +122,19 @@ struct synth_fork {
 	struct perf_event_header header;
 	__u32 pid, ppid, tid, ptid;
 	__u64 time;
+};
+
+/* PERF_RECORD_NAMESPACES, the namespaces in the order of
+ * include/uapi/linux/perf_event.h's NET_NS_INDEX ... CGROUP_NS_INDEX. */
+#define SYNTH_NR_NAMESPACES 7
+struct synth_namespaces {
+	struct synth_hdr h;
+	struct perf_event_header header;
+	__u32 pid, tid;
+	__u64 nr_namespaces;
+	struct {
+		__u64 dev, ino;
+	} link[SYNTH_NR_NAMESPACES];
 };
 
 /* A synth-private record that ends the maple walk of one process, or

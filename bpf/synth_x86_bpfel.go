@@ -195,6 +195,7 @@ const (
 	SynthVarSynthFlags           = "synth_flags"
 	SynthVarSynthGen             = "synth_gen"
 	SynthVarSynthLost            = "synth_lost"
+	SynthVarSynthNsDev           = "synth_ns_dev"
 	SynthVarSynthSeq             = "synth_seq"
 	SynthVarTextEnd              = "text_end"
 	SynthVarTextStart            = "text_start"
@@ -280,6 +281,7 @@ type SynthVariableSpecs struct {
 	SynthFlags           *ebpf.VariableSpec `ebpf:"synth_flags"`
 	SynthGen             *ebpf.VariableSpec `ebpf:"synth_gen"`
 	SynthLost            *ebpf.VariableSpec `ebpf:"synth_lost"`
+	SynthNsDev           *ebpf.VariableSpec `ebpf:"synth_ns_dev"`
 	SynthSeq             *ebpf.VariableSpec `ebpf:"synth_seq"`
 	TextEnd              *ebpf.VariableSpec `ebpf:"text_end"`
 	TextStart            *ebpf.VariableSpec `ebpf:"text_start"`
@@ -345,6 +347,7 @@ type SynthVariables struct {
 	SynthFlags           *ebpf.Variable `ebpf:"synth_flags"`
 	SynthGen             *ebpf.Variable `ebpf:"synth_gen"`
 	SynthLost            *ebpf.Variable `ebpf:"synth_lost"`
+	SynthNsDev           *ebpf.Variable `ebpf:"synth_ns_dev"`
 	SynthSeq             *ebpf.Variable `ebpf:"synth_seq"`
 	TextEnd              *ebpf.Variable `ebpf:"text_end"`
 	TextStart            *ebpf.Variable `ebpf:"text_start"`

@@ -405,23 +405,21 @@ static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 	batch_commit(c->ctx, c->seq, c->b, &m->h, c->w->now, sizeof(*m));
 }
 
-/* FORK for a thread (perf's convention: the main thread spawned every
- * thread) and COMM, into the batch. */
+/* FORK, NAMESPACES (on request) and COMM of a task, into the batch. */
 static __always_inline void walk_task_records(struct walk *c, struct task_struct *task)
 {
+	struct synth_namespaces *ns;
 	struct synth_comm *cm;
 	struct synth_fork *f;
 	long n;
 
-	if (c->w->tid != c->w->tgid) {
-		f = batch_at(c->b);
-		f->header.type = SYNTH_RECORD_FORK;
-		f->header.misc = 0;
-		f->header.size = sizeof(struct perf_event_header) + 24;
-		f->pid = f->ppid = f->ptid = c->w->tgid;
-		f->tid = c->w->tid;
-		f->time = 0;
-		batch_commit(c->ctx, c->seq, c->b, &f->h, c->w->now, sizeof(*f));
+	f = batch_at(c->b);
+	fill_fork(f, task);
+	batch_commit(c->ctx, c->seq, c->b, &f->h, c->w->now, sizeof(*f));
+	if (synth_flags & SYNTH_CFG_NAMESPACES) {
+		ns = batch_at(c->b);
+		fill_namespaces(ns, task);
+		batch_commit(c->ctx, c->seq, c->b, &ns->h, c->w->now, sizeof(*ns));
 	}
 	cm = batch_at(c->b);
 	__builtin_memset(cm->comm, 0, sizeof(cm->comm));

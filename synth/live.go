@@ -92,7 +92,8 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 			break
 		}
 		// A loss is reported whoever was running when it was noted.
-		if s.tracked != nil && rec.Type() != perfdata.RecordLost && !s.track(rec.Raw, pid) {
+		if s.tracked != nil && rec.Type() != perfdata.RecordLost && !s.track(rec.Raw, pid) ||
+			s.tids != nil && rec.Kind == KindSample && !s.sampleOfTids(rec.Raw) {
 			s.stats.Filtered++
 			continue
 		}
@@ -258,6 +259,15 @@ func (s *Session) classify(rec []byte) (RecordKind, uint64, uint32, error) {
 		return 0, 0, 0, fmt.Errorf("live record type %d: %w", dump.RecType(rec), err)
 	}
 	return KindLive, sid.Time, sid.Pid, nil
+}
+
+// sampleOfTids reports whether a sample is of a thread of Options.Tids.
+func (s *Session) sampleOfTids(rec []byte) bool {
+	if len(rec) < samplePidOffset+8 {
+		return false
+	}
+	_, ok := s.tids[binary.NativeEndian.Uint32(rec[samplePidOffset+4:])]
+	return ok
 }
 
 // lostCount returns the count of a PERF_RECORD_LOST record (u64 id, u64

@@ -15,6 +15,12 @@ type ProfileOptions struct {
 	// Pids restricts the profile to these processes and the children
 	// they fork from now on; nil profiles the whole system.
 	Pids []int
+	// Tids, with Pids their processes, restricts the samples and the
+	// synthesized thread records to these threads (perf record -t).
+	Tids []int
+	// Namespaces and Cgroups add the NAMESPACES and CGROUP records of
+	// perf record --namespaces and --all-cgroups to the dump.
+	Namespaces, Cgroups bool
 	// Freq is the sampling frequency in Hz; 0 means DefaultSampleFreq.
 	Freq uint64
 	// Callchain records call chains (perf record -g).
@@ -68,8 +74,9 @@ type Profiler struct {
 func NewProfiler(opts ProfileOptions) (*Profiler, error) {
 	p := &Profiler{opts: opts, start: time.Now()}
 	p.so = SessionOptions{
-		Options: Options{Pids: opts.Pids, NoBuildID: opts.NoBuildID, RingPages: opts.RingPages},
-		Sample:  &SampleOptions{Freq: opts.Freq, Callchain: opts.Callchain},
+		Options: Options{Pids: opts.Pids, Tids: opts.Tids, NoBuildID: opts.NoBuildID, RingPages: opts.RingPages,
+			Namespaces: opts.Namespaces, Cgroups: opts.Cgroups},
+		Sample: &SampleOptions{Freq: opts.Freq, Callchain: opts.Callchain},
 	}
 	s, err := NewSession(p.so)
 	if err != nil {

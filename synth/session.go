@@ -130,6 +130,7 @@ type Session struct {
 	cancel   context.CancelFunc // stops the dump running, for Close
 	live     liveQueue
 	tracked  map[uint32]struct{} // nil: every process
+	tids     map[uint32]struct{} // Options.Tids: the threads sampled; nil: all
 	ready    uint64              // records up to this time may be returned
 	lastPoll uint64
 	stats    SessionStats
@@ -144,6 +145,7 @@ func NewSession(opts SessionOptions) (*Session, error) {
 		return nil, err
 	}
 	rc := bpfdump.RingConfig{Pages: opts.RingPages, Sideband: true, Data: opts.Data, BuildID: !opts.NoBuildID,
+		Namespaces: opts.Namespaces, Cgroups: opts.Cgroups,
 		SampleType: bpfdump.SidebandSampleType}
 	if opts.Sample != nil {
 		rc.Sampler = samplerPerfAttr(opts.Sample)
@@ -175,6 +177,12 @@ func (s *Session) init(rc bpfdump.RingConfig) error {
 		s.tracked = make(map[uint32]struct{})
 		for _, pid := range s.opts.Pids {
 			s.tracked[uint32(pid)] = struct{}{}
+		}
+	}
+	if len(s.opts.Tids) > 0 {
+		s.tids = make(map[uint32]struct{})
+		for _, tid := range s.opts.Tids {
+			s.tids[uint32(tid)] = struct{}{}
 		}
 	}
 	s.b.SetLive(s.addLive)

@@ -12,7 +12,8 @@ import (
 // their trailers. Thread records (FORK, COMM) arrive first, for all processes;
 // MMAP2 records follow process by process in ascending pid order. Each
 // process's thread records are held back until its mappings start, so the
-// output reads: per process, COMM/FORK then MMAP2, pids ascending.
+// output reads: per process, FORK/NAMESPACES/COMM per thread then MMAP2,
+// pids ascending, as perf synthesizes them.
 type Assembler struct {
 	opts       Options
 	sampleType uint64
@@ -35,6 +36,8 @@ type Assembler struct {
 	order  []uint32            // tgids of groups, ascending
 	next   int                 // first group in order not yet written
 	done   map[uint32]struct{} // tgids whose thread records were written
+	noGate map[uint32]struct{} // tgids of 32-bit processes: no [vsyscall]
+	tids   map[uint32]struct{} // Options.Tids; nil: every thread
 	cur    uint32              // process whose mappings are being written
 	inProc bool
 
@@ -44,7 +47,15 @@ type Assembler struct {
 type span struct{ off, n int }
 
 func New(opts Options, emit func([]byte) error, gate *Gate) *Assembler {
+	var tids map[uint32]struct{}
+	if len(opts.Tids) > 0 {
+		tids = make(map[uint32]struct{}, len(opts.Tids))
+		for _, t := range opts.Tids {
+			tids[uint32(t)] = struct{}{}
+		}
+	}
 	return &Assembler{
+		tids:       tids,
 		opts:       opts,
 		sampleType: opts.SampleTypeOrDefault(),
 		emit:       emit,
@@ -52,18 +63,40 @@ func New(opts Options, emit func([]byte) error, gate *Gate) *Assembler {
 		start:      time.Now(),
 		groups:     make(map[uint32][]span),
 		done:       make(map[uint32]struct{}),
+		noGate:     make(map[uint32]struct{}),
 	}
 }
 
-// addTask takes a FORK or COMM record of the thread pass.
+// MiscNoGate marks, on a leader's FORK from the programs, a process
+// without the [vsyscall] page (SYNTH_MISC_NO_GATE in bpf/synth.h). It is
+// PERF_RECORD_MISC_EXT_RESERVED, and cleared before the record is written.
+const MiscNoGate = 1 << 15
+
+// AddTask takes a FORK, NAMESPACES or COMM record of the thread pass.
 func (d *Assembler) AddTask(rec []byte) error {
 	tgid := RecPid(rec)
+	if misc := binary.NativeEndian.Uint16(rec[4:]); misc&MiscNoGate != 0 {
+		binary.NativeEndian.PutUint16(rec[4:], misc&^MiscNoGate)
+		d.noGate[tgid] = struct{}{}
+	}
+	if !d.WantThread(RecTid(rec)) {
+		return nil
+	}
 	d.groups[tgid] = append(d.groups[tgid], span{len(d.arena), len(rec)})
 	d.arena = append(d.arena, rec...)
 	return nil
 }
 
-// tasksDone ends the thread pass. Of the requested pids, it returns those
+// WantThread reports whether the thread records of tid are dumped.
+func (d *Assembler) WantThread(tid uint32) bool {
+	if d.tids == nil {
+		return true
+	}
+	_, ok := d.tids[tid]
+	return ok
+}
+
+// TasksDone ends the thread pass. Of the requested pids, it returns those
 // the pass saw, and counts the others as skipped: a pid-scoped iterator
 // over a process that is gone walks nothing.
 func (d *Assembler) TasksDone(pids []int) []int {
@@ -164,9 +197,12 @@ func (d *Assembler) writeGroup(tgid uint32) error {
 }
 
 // endProc closes the current process's mappings with the gate area, which
-// /proc/PID/maps lists for every process but no VMA iterator sees.
+// /proc/PID/maps lists for every 64-bit process but no VMA iterator sees.
 func (d *Assembler) endProc() error {
 	if !d.inProc || d.gate == nil {
+		return nil
+	}
+	if _, ok := d.noGate[d.cur]; ok {
 		return nil
 	}
 	if d.gate.Prot&protExec == 0 && !d.opts.Data {

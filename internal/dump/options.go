@@ -12,8 +12,18 @@ import (
 type Options struct {
 	// Pids restricts the dump to these processes; nil means all.
 	Pids []int
+	// Tids, if set, restricts the thread records (FORK, NAMESPACES,
+	// COMM) to these threads, as perf record -t synthesizes only its
+	// threads; Pids must hold their processes.
+	Tids []int
 	// Data includes non-executable mappings, as perf record -d does.
 	Data bool
+	// Namespaces adds a PERF_RECORD_NAMESPACES for every task, as perf
+	// record --namespaces does.
+	Namespaces bool
+	// Cgroups adds a PERF_RECORD_CGROUP for every cgroup of the cgroup2
+	// hierarchy, as perf record --all-cgroups does.
+	Cgroups bool
 	// NoKernel leaves out the kernel and module maps.
 	NoKernel bool
 	// NoBuildID writes every MMAP2 record with maj/min/ino instead of
@@ -110,6 +120,12 @@ func (o *Options) Attr() perfdata.Attr {
 	if o.Data {
 		flags |= perfdata.AttrMmapData
 	}
+	if o.Namespaces {
+		flags |= perfdata.AttrNamespaces
+	}
+	if o.Cgroups {
+		flags |= perfdata.AttrCgroup
+	}
 	return perfdata.Attr{
 		Type:         1, // PERF_TYPE_SOFTWARE
 		Size:         perfdata.AttrSize,
@@ -127,6 +143,7 @@ type Stats struct {
 	Threads   int    // COMM records of tasks
 	Mappings  int    // MMAP2 records of processes
 	Kernel    int    // kernel and module map records
+	Cgroups   int    // CGROUP records (Options.Cgroups)
 	Records   int    // every record handed to the caller
 	// Lost are synthesized records the programs could not write: the
 	// dump is incomplete. The pacing keeps it 0.

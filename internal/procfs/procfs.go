@@ -178,21 +178,49 @@ func Pids() ([]int, error) {
 // /proc/TID/status; /proc reaches threads by their ids too. A task that
 // does not exist gives an error satisfying errors.Is(err, fs.ErrNotExist).
 func Tgid(tid int) (int, error) {
+	st, err := Status(tid)
+	return st.Tgid, err
+}
+
+// TaskStatus is what synth reads of /proc/TID/status.
+type TaskStatus struct {
+	Tgid int
+	PPid int // the parent process; 0 for init and kthreadd
+}
+
+// Status reads /proc/TID/status. A task that does not exist gives an
+// error satisfying errors.Is(err, fs.ErrNotExist).
+func Status(tid int) (TaskStatus, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
 	if errors.Is(err, errESRCH) {
 		err = fs.ErrNotExist // it exited as it was read
 	}
 	if err != nil {
-		return 0, fmt.Errorf("task %d: %w", tid, err)
+		return TaskStatus{}, fmt.Errorf("task %d: %w", tid, err)
 	}
+	st := TaskStatus{Tgid: -1, PPid: -1}
 	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
-			tgid, err := strconv.Atoi(string(bytes.TrimSpace(v)))
-			if err != nil || tgid <= 0 {
-				return 0, fmt.Errorf("task %d: bad Tgid line %q", tid, line)
-			}
-			return tgid, nil
+		key, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
 		}
+		var dst *int
+		switch string(key) {
+		case "Tgid":
+			dst = &st.Tgid
+		case "PPid":
+			dst = &st.PPid
+		default:
+			continue
+		}
+		n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+		if err != nil || n < 0 {
+			return TaskStatus{}, fmt.Errorf("task %d: bad %s line %q", tid, key, bytes.TrimSpace(line))
+		}
+		*dst = n
 	}
-	return 0, fmt.Errorf("task %d: no Tgid in its status", tid)
+	if st.Tgid <= 0 || st.PPid < 0 {
+		return TaskStatus{}, fmt.Errorf("task %d: no Tgid or PPid in its status", tid)
+	}
+	return st, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/buildid"
 	"github.com/synth-dev/synth/internal/dump"
+	"github.com/synth-dev/synth/internal/procfs"
 )
 
 // paceUnit mirrors SYNTH_PACE_UNIT in bpf/synth.h: the programs write one
@@ -27,6 +28,9 @@ const maxRecordBytes = hdrSize + 8 + 64 + 4096 + 48
 
 // cfgData mirrors SYNTH_CFG_DATA.
 const cfgData = 1
+
+// cfgNamespaces mirrors SYNTH_CFG_NAMESPACES.
+const cfgNamespaces = 4
 
 // BPF synthesizes records with BPF iterators. It holds the loaded programs
 // and the per-CPU rings, and can run any number of dumps, one at a time.
@@ -225,6 +229,9 @@ func (b *BPF) read(ctx context.Context, d *dump.Assembler) error {
 			return err
 		}
 	}
+	if err := d.Cgroups(); err != nil {
+		return err
+	}
 	ran := progTime(b.dumpProgs()...)
 	if err := b.readHeld(ctx, d); err != nil {
 		return err
@@ -254,6 +261,16 @@ func (b *BPF) configure() error {
 	}
 	if !b.opts.NoBuildID {
 		flags |= cfgBuildID
+	}
+	if b.opts.Namespaces {
+		flags |= cfgNamespaces
+		dev, err := procfs.NSDev()
+		if err != nil {
+			return err
+		}
+		if err := b.objs.SynthNsDev.Set(dev); err != nil {
+			return fmt.Errorf("set namespace device: %w", err)
+		}
 	}
 	if err := b.objs.SynthGen.Set(b.gen); err != nil {
 		return fmt.Errorf("set generation: %w", err)

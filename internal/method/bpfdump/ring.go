@@ -34,6 +34,9 @@ type RingConfig struct {
 	Sideband bool
 	Data     bool // live records of non-executable mappings too
 	BuildID  bool // live MMAP2 records in build-ID form
+	// Namespaces and Cgroups ask the kernel for live NAMESPACES and
+	// CGROUP records too.
+	Namespaces, Cgroups bool
 	// Sampler, when set, is opened on every CPU with its output
 	// redirected into that CPU's side-band ring.
 	Sampler *perf.Attr
@@ -75,6 +78,12 @@ func (c *RingConfig) LiveAttr() perfdata.Attr {
 	}
 	if c.BuildID {
 		flags |= perfdata.AttrBuildID
+	}
+	if c.Namespaces {
+		flags |= perfdata.AttrNamespaces
+	}
+	if c.Cgroups {
+		flags |= perfdata.AttrCgroup
 	}
 	return perfdata.Attr{
 		Type:         unix.PERF_TYPE_SOFTWARE,

@@ -92,7 +92,7 @@ func (h *walkHold) bytes(l holdLoc) []byte { return h.blocks[l.blk][l.off : l.of
 // add takes a record of dump_tasks, in emission order.
 func (h *walkHold) add(rec []byte) error {
 	switch dump.RecType(rec) {
-	case perfdata.RecordComm, perfdata.RecordFork:
+	case perfdata.RecordComm, perfdata.RecordFork, perfdata.RecordNamespaces:
 		return h.d.AddTask(rec)
 	case perfdata.RecordMmap2:
 		h.keep(rec)

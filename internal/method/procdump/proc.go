@@ -71,6 +71,9 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 	if err := d.KernelMaps(m.text); err != nil {
 		return d.Stats, err
 	}
+	if err := d.Cgroups(); err != nil {
+		return d.Stats, err
+	}
 	pids := m.opts.Pids
 	if len(pids) == 0 {
 		var err error
@@ -78,7 +81,7 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 			return d.Stats, err
 		}
 	}
-	err := m.run(ctx, pids, func(r *procResult) error {
+	err := m.run(ctx, pids, d.WantThread, func(r *procResult) error {
 		if r.gone {
 			d.Stats.Skipped++
 			return nil
@@ -109,7 +112,7 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 
 // run reads the processes with the worker pool and hands the results to
 // write in pid order. At most 4 results per worker wait to be written.
-func (m *Method) run(ctx context.Context, pids []int, write func(*procResult) error) error {
+func (m *Method) run(ctx context.Context, pids []int, want func(uint32) bool, write func(*procResult) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := make([]chan *procResult, len(pids))
@@ -138,7 +141,7 @@ func (m *Method) run(ctx context.Context, pids []int, write func(*procResult) er
 					<-window
 					return
 				}
-				slots[i] <- m.process(pids[i])
+				slots[i] <- m.process(pids[i], want)
 			}
 		}()
 	}
@@ -158,10 +161,10 @@ func (m *Method) run(ctx context.Context, pids []int, write func(*procResult) er
 	return nil
 }
 
-// process synthesizes one process: COMM for the leader, FORK and COMM for
-// the other threads, then MMAP2 for its mappings. A process that is gone
-// or unreadable comes back marked gone.
-func (m *Method) process(pid int) *procResult {
+// process synthesizes one process: FORK, NAMESPACES (with
+// Options.Namespaces) and COMM for each thread, then MMAP2 for its
+// mappings. A process that is gone comes back marked gone.
+func (m *Method) process(pid int, want func(uint32) bool) *procResult {
 	r := &procResult{}
 	st := m.opts.SampleTypeOrDefault()
 	comms, err := procfs.ReadComms(pid)
@@ -173,23 +176,10 @@ func (m *Method) process(pid int) *procResult {
 	// maps, /proc/1/maps may be unreadable, and a process exiting now
 	// loses them. Its threads are reported either way.
 	maps, err := m.read(pid)
-	r.unreadable = errors.Is(err, fs.ErrPermission)
-	tids := make([]int, 0, len(comms))
-	for tid := range comms {
-		tids = append(tids, tid)
-	}
-	slices.Sort(tids)
 	p := uint32(pid)
-	for _, tid := range tids {
-		t := uint32(tid)
-		if tid != pid {
-			f := perfdata.Fork{Pid: p, Ppid: p, Tid: t, Ptid: p}
-			r.recs = f.Append(r.recs, st, &perfdata.SampleID{Pid: p, Tid: t})
-		}
-		c := perfdata.Comm{Pid: p, Tid: t, Comm: comms[tid]}
-		r.recs = c.Append(r.recs, st, &perfdata.SampleID{Pid: p, Tid: t})
-		r.threads++
-	}
+	r.unreadable = errors.Is(err, fs.ErrPermission)
+	r.recs = m.taskRecords(r.recs, pid, comms, st, want)
+	r.threads = len(comms)
 	for _, mp := range maps {
 		if mp.Prot&unix.PROT_EXEC == 0 && !m.opts.Data {
 			continue
@@ -197,6 +187,43 @@ func (m *Method) process(pid int) *procResult {
 		r.recs = m.mmap2(r, mp, p, st)
 	}
 	return r
+}
+
+// taskRecords appends the thread records of process pid, tids ascending:
+// FORK, NAMESPACES and COMM, as perf synthesizes them from /proc. The
+// leader's FORK names its parent process; another thread's its leader.
+func (m *Method) taskRecords(b []byte, pid int, comms map[int]string, st uint64, want func(uint32) bool) []byte {
+	tids := make([]int, 0, len(comms))
+	for tid := range comms {
+		tids = append(tids, tid)
+	}
+	slices.Sort(tids)
+	p, ppid := uint32(pid), uint32(pid)
+	if s, err := procfs.Status(pid); err == nil {
+		ppid = uint32(s.PPid)
+	}
+	for _, tid := range tids {
+		t := uint32(tid)
+		if !want(t) {
+			continue
+		}
+		sid := &perfdata.SampleID{Pid: p, Tid: t}
+		f := perfdata.Fork{Misc: perfdata.MiscForkExec, Pid: p, Ppid: p, Tid: t, Ptid: p}
+		if tid == pid {
+			f.Ppid, f.Ptid = ppid, ppid
+		}
+		b = f.Append(b, st, sid)
+		if m.opts.Namespaces {
+			ns := perfdata.Namespaces{Pid: p, Tid: t, Links: make([]perfdata.NSLink, perfdata.NumNS)}
+			for i, l := range procfs.Namespaces(pid, tid) {
+				ns.Links[i] = perfdata.NSLink(l)
+			}
+			b = ns.Append(b, st, sid)
+		}
+		c := perfdata.Comm{Pid: p, Tid: t, Comm: comms[tid]}
+		b = c.Append(b, st, sid)
+	}
+	return b
 }
 
 // mmap2 appends the MMAP2 record of one mapping, as perf synthesizes it

@@ -106,11 +106,24 @@ func queryMaps(pid int, gate *dump.Gate) ([]procMapping, error) {
 		maps = append(maps, toMapping(&q, name))
 		addr = q.VMAEnd
 	}
-	if gate != nil && len(maps) > 0 {
+	if gate != nil && len(maps) > 0 && !compat(pid) {
 		maps = append(maps, procMapping{Mapping: procfs.Mapping{Start: gate.Start, End: gate.End,
 			Prot: gate.Prot, Path: dump.GateName}})
 	}
 	return maps, nil
+}
+
+// compat reports whether process pid runs a 32-bit executable (i386 or
+// x32), whose mm has no [vsyscall] page: /proc/PID/maps lists none.
+func compat(pid int) bool {
+	f, err := os.Open(pidPath(pid, "exe"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var ident [5]byte
+	_, err = f.ReadAt(ident[:], 0)
+	return err == nil && string(ident[:4]) == "\x7fELF" && ident[4] == 1 // ELFCLASS32
 }
 
 func toMapping(q *procmapQuery, name []byte) procMapping {
