@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +16,6 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
 	var (
 		out       = fs.String("o", "", "write perf.data to `FILE` (default: stdout; pipe mode unless it is a regular file)")
-		pids      = fs.String("pid", "", "dump only these processes (`PID[,PID...]`)")
 		data      = fs.Bool("data", false, "include non-executable mappings, as perf record -d")
 		noKernel  = fs.Bool("no-kernel", false, "leave out the kernel and module maps")
 		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
@@ -27,10 +25,13 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		walk      = fs.String("walk", synth.WalkMaple, "bpf method: how to read each process's VMAs: `WALK` maple (lockless, validated) or iter (the task_vma iterator)")
 		noLive    = fs.Bool("no-live", false, "bpf method: dump without the live side-band (a mapping made meanwhile may be missed)")
 		warmup    = fs.Int("warmup", 0, "dump `N` times first and write nothing of it: a benchmark's warm build-ID cache")
+		nsFlag    = fs.Bool("namespaces", false, "add a NAMESPACES record for every task, as perf record --namespaces")
+		cgroups   = fs.Bool("all-cgroups", false, "add a CGROUP record for every cgroup, as perf record --all-cgroups")
 		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
 	)
+	tf := addTargetFlags(fs, "dump")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid] [--buildid-timeout D]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N]")
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [-p PID,... | -t TID,... | -u USER | -G CGROUP] [--data] [--namespaces] [--all-cgroups]\n                  [--no-kernel] [--no-buildid] [--buildid-timeout D] [--method auto|bpf|procmaps|procquery]\n                  [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N]")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -40,7 +41,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		return usageError(stderr, "dump: unexpected argument %q", fs.Arg(0))
 	}
 	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages, NoLive: *noLive, Walk: *walk,
-		BuildIDTimeout: *bidWait}
+		BuildIDTimeout: *bidWait, Namespaces: *nsFlag, Cgroups: *cgroups}
 	if err := opts.Check(); err != nil {
 		return usageError(stderr, "dump: %v", err)
 	}
@@ -49,18 +50,19 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	default:
 		return usageError(stderr, "dump: unknown method %q (want auto, bpf, procmaps or procquery)", *method)
 	}
-	ids, err := parsePids(*pids)
+	target, err := tf.target()
 	if err != nil {
-		return usageError(stderr, "dump: --pid: %v", err)
+		return usageError(stderr, "dump: %v", err)
 	}
 	if *out == "" {
 		if err := checkStdout(stdout); err != nil {
 			return usageError(stderr, "dump: %v", err)
 		}
 	}
-	if opts.Pids, err = synth.Processes(ids); err != nil {
+	if opts.Pids, err = target.Processes(); err != nil {
 		return fail(stderr, err)
 	}
+	opts.Tids = target.Tids
 	var wopts synth.WriteOptions
 	if *out == "-" {
 		pipe := true // as perf record -o -
@@ -124,22 +126,6 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		return exitError
 	}
 	return exitOK
-}
-
-// parsePids reads "PID[,PID...]".
-func parsePids(s string) ([]int, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var pids []int
-	for _, f := range strings.Split(s, ",") {
-		pid, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || pid <= 0 {
-			return nil, fmt.Errorf("bad process id %q", f)
-		}
-		pids = append(pids, pid)
-	}
-	return pids, nil
 }
 
 // joinErrs renders errors on one line.

@@ -24,33 +24,36 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	var (
 		freq      = fs.Uint64("F", synth.DefaultSampleFreq, "sample at `HZ`")
 		all       = fs.Bool("a", false, "profile every CPU and process (the default without -p or a command)")
-		pids      = fs.String("p", "", "profile only these processes (`PID[,PID...]`; a thread id means its process) and their new children")
 		callchain = fs.Bool("g", false, "record call chains")
 		out       = fs.String("o", "perf.data", "write to `FILE` (a previous one is kept as FILE.old); - for stdout in pipe mode")
 		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
+		nsFlag    = fs.Bool("namespaces", false, "record NAMESPACES for every task, as perf record --namespaces")
+		cgroups   = fs.Bool("all-cgroups", false, "record CGROUP for every cgroup, as perf record --all-cgroups")
 		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
 	)
+	tf := addTargetFlags(fs, "profile")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth record [-F HZ] [-a | -p PID[,PID...]] [-g] [-o FILE] [--no-buildid] [--ring-pages N] [-- CMD ARGS]")
+		fmt.Fprintln(stderr, "usage: synth record [-F HZ] [-a | -p PID,... | -t TID,... | -u USER | -G CGROUP] [-g] [-o FILE]\n                    [--namespaces] [--all-cgroups] [--no-buildid] [--ring-pages N] [-- CMD ARGS]")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	opts := synth.ProfileOptions{Freq: *freq, Callchain: *callchain, NoBuildID: *noBuildID, RingPages: *ringPages}
+	opts := synth.ProfileOptions{Freq: *freq, Callchain: *callchain, NoBuildID: *noBuildID, RingPages: *ringPages,
+		Namespaces: *nsFlag, Cgroups: *cgroups}
 	if err := (&synth.Options{RingPages: *ringPages}).Check(); err != nil {
 		return usageError(stderr, "record: %v", err)
 	}
-	ids, err := parsePids(*pids)
+	target, err := tf.target()
 	if err != nil {
-		return usageError(stderr, "record: -p: %v", err)
+		return usageError(stderr, "record: %v", err)
 	}
 	command := fs.Args()
 	switch {
-	case *all && (len(ids) > 0 || len(command) > 0):
-		return usageError(stderr, "record: -a takes neither -p nor a command")
-	case len(ids) > 0 && len(command) > 0:
-		return usageError(stderr, "record: -p takes no command")
+	case *all && (tf.set() || len(command) > 0):
+		return usageError(stderr, "record: -a takes neither a target (-p, -t, -u, -G) nor a command")
+	case tf.set() && len(command) > 0:
+		return usageError(stderr, "record: a target (-p, -t, -u, -G) takes no command")
 	case *freq == 0:
 		return usageError(stderr, "record: -F 0: want a frequency above 0")
 	}
@@ -60,9 +63,10 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		}
 	}
 	opts.Freq = limitFreq(opts.Freq, stderr)
-	if opts.Pids, err = synth.Processes(ids); err != nil {
+	if opts.Pids, err = target.Processes(); err != nil {
 		return fail(stderr, err)
 	}
+	opts.Tids = target.Tids
 	var wopts synth.WriteOptions
 	if *out == "-" {
 		pipe := true

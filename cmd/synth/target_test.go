@@ -1,0 +1,204 @@
+package main
+
+import (
+	"encoding/binary"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// Targets that match nothing, or that are given together, fail before
+// any output is opened, naming what matched nothing.
+func TestTargetErrors(t *testing.T) {
+	testenv.Root(t)
+	unused := strconv.Itoa(testenv.UnusedPid(t))
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"dump", "-t", unused}, exitError, "no such process: " + unused},
+		{[]string{"dump", "-u", "synth-no-such-user"}, exitError, `user "synth-no-such-user"`},
+		{[]string{"dump", "-u", "4000000000"}, exitError, "no process matches user 4000000000"},
+		{[]string{"dump", "-G", "/synth-no-such-cgroup"}, exitError, "cgroup /synth-no-such-cgroup: no such cgroup"},
+		{[]string{"dump", "-p", "1", "-u", "root"}, exitUsage, "choose one of"},
+		{[]string{"dump", "--tid", "x"}, exitUsage, `--tid: bad id "x"`},
+		{[]string{"record", "-t", unused}, exitError, "no such process: " + unused},
+		{[]string{"record", "-G", "/synth-no-such-cgroup"}, exitError, "no such cgroup"},
+		{[]string{"record", "-a", "-u", "root"}, exitUsage, "-a takes neither"},
+	} {
+		out := precious(t)
+		r := runCmd(t, exec.Command(synthBin, append(tc.args, "-o", out)...))
+		if r.code != tc.code || !strings.HasPrefix(r.stderr, "synth: ") || !strings.Contains(r.stderr, tc.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.msg)
+		}
+		untouched(t, strings.Join(tc.args, " "), out)
+	}
+}
+
+// dumpTasks dumps with args and returns the processes with records and
+// the threads with a COMM, from the file.
+func dumpTasks(t *testing.T, args ...string) (procs, threads []int) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "perf.data")
+	r := runCmd(t, exec.Command(synthBin, append(append([]string{"dump", "--no-kernel"}, args...), "-o", out)...))
+	if r.code != 0 {
+		t.Fatalf("dump %v: exit %d\n%s", args, r.code, r.stderr)
+	}
+	for _, rec := range readRecords(t, out) {
+		switch rec.Type {
+		case perfdata.RecordComm:
+			c, _, err := perfdata.ParseComm(rec.Data, rec.SampleType)
+			if err != nil {
+				t.Fatal(err)
+			}
+			threads = append(threads, int(c.Tid))
+			fallthrough
+		case perfdata.RecordMmap2:
+			pid := int(le32(rec.Data[8:]))
+			if !slices.Contains(procs, pid) {
+				procs = append(procs, pid)
+			}
+		}
+	}
+	slices.Sort(procs)
+	slices.Sort(threads)
+	return procs, threads
+}
+
+// -t dumps the thread's process with the records of that thread only.
+func TestTargetTid(t *testing.T) {
+	testenv.Root(t)
+	p := testproc.StartT(t, testproc.Spec{Threads: []string{"target-t"}})
+	comms, err := p.Comms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tid int
+	for id, name := range comms {
+		if name == "target-t" {
+			tid = id
+		}
+	}
+	procs, threads := dumpTasks(t, "-t", strconv.Itoa(tid))
+	if !slices.Equal(procs, []int{p.Pid}) || !slices.Equal(threads, []int{tid}) {
+		t.Errorf("-t %d: processes %v, threads %v; want [%d] and [%d]", tid, procs, threads, p.Pid, tid)
+	}
+}
+
+// -u dumps the processes of a user; -G those of a cgroup and below it.
+func TestTargetUserAndCgroup(t *testing.T) {
+	testenv.Root(t)
+	cg, err := procfs.FindCgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "synth-test-" + strconv.Itoa(os.Getpid())
+	dir := filepath.Join(cg.Mount, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Two processes of user 65534, one of them in the cgroup's child.
+	var pids []int
+	for range 2 {
+		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		pids = append(pids, cmd.Process.Pid)
+	}
+	t.Cleanup(func() { os.Remove(sub); os.Remove(dir) })
+	t.Cleanup(func() { // back to the root before the directories go
+		for _, pid := range pids {
+			os.WriteFile(filepath.Join(cg.Mount, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(sub, "cgroup.procs"), []byte(strconv.Itoa(pids[1])), 0); err != nil {
+		t.Fatal(err)
+	}
+	waitExec(t, pids, "sleep")
+	procs, _ := dumpTasks(t, "-G", "/"+name)
+	if !slices.Equal(procs, pids[1:]) {
+		t.Errorf("-G /%s: processes %v, want %v", name, procs, pids[1:])
+	}
+	procs, _ = dumpTasks(t, "-u", "65534")
+	for _, pid := range pids {
+		if !slices.Contains(procs, pid) {
+			t.Errorf("-u 65534: processes %v lack %d", procs, pid)
+		}
+	}
+	for _, pid := range procs {
+		if owner, err := procfs.Owner(pid); err == nil && owner != 65534 {
+			t.Errorf("-u 65534: process %d of user %d", pid, owner)
+		}
+	}
+}
+
+// fileRecord is a record of a perf.data with the trailer type it has.
+type fileRecord struct {
+	perfdata.Record
+	SampleType uint64
+}
+
+// readRecords reads every record of a perf.data.
+func readRecords(t *testing.T, path string) []fileRecord {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	rd, err := perfdata.NewReader(f, st.Size())
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var recs []fileRecord
+	for {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			return recs
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		rec.Data = slices.Clone(rec.Data)
+		recs = append(recs, fileRecord{rec, rd.SampleType()})
+	}
+}
+
+func le32(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }
+
+// waitExec waits until each process runs comm: the exec is done.
+func waitExec(t *testing.T, pids []int, comm string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+			if strings.TrimSpace(string(b)) == comm {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d does not run %s", pid, comm)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
