@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// writeI386Pause writes a static i386 executable that loops on pause(2):
+// an ELF header, one PT_LOAD program header and 9 bytes of code.
+func writeI386Pause(t *testing.T, path string) {
+	t.Helper()
+	const base, ehsize, phsize = 0x08048000, 52, 32
+	code := []byte{
+		0xb8, 29, 0, 0, 0, // mov eax, __NR_pause
+		0xcd, 0x80, // int 0x80
+		0xeb, 0xf7, // jmp to the mov
+	}
+	size := uint32(ehsize + phsize + len(code))
+	le := binary.LittleEndian
+	b := []byte{0x7f, 'E', 'L', 'F', 1 /* ELFCLASS32 */, 1 /* LSB */, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	b = le.AppendUint16(b, 2) // ET_EXEC
+	b = le.AppendUint16(b, 3) // EM_386
+	b = le.AppendUint32(b, 1)
+	b = le.AppendUint32(b, base+ehsize+phsize) // e_entry
+	b = le.AppendUint32(b, ehsize)             // e_phoff
+	b = le.AppendUint32(b, 0)                  // e_shoff
+	b = le.AppendUint32(b, 0)                  // e_flags
+	for _, v := range []uint16{ehsize, phsize, 1, 0, 0, 0} {
+		b = le.AppendUint16(b, v)
+	}
+	for _, v := range []uint32{1 /* PT_LOAD */, 0, base, base, size, size, 5 /* R|X */, 0x1000} {
+		b = le.AppendUint32(b, v)
+	}
+	b = append(b, code...)
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A 32-bit process has no [vsyscall] in /proc/PID/maps, and no method
+// adds one to it; a 64-bit process has it.
+func TestNoVsyscallFor32Bit(t *testing.T) {
+	testenv.Root(t)
+	bin := filepath.Join(t.TempDir(), "pause32")
+	writeI386Pause(t, bin)
+	p32 := exec.Command(bin)
+	err := p32.Start()
+	var errno syscall.Errno
+	testenv.Need(t, !errors.As(err, &errno) || errno != syscall.ENOEXEC, "a kernel that runs i386 executables (IA32_EMULATION)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p32.Process.Kill(); p32.Wait() })
+	p64 := exec.Command("sleep", "60")
+	if err := p64.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p64.Process.Kill(); p64.Wait() })
+	waitExec(t, []int{p32.Process.Pid, p64.Process.Pid}, "")
+	maps, _ := os.ReadFile("/proc/" + strconv.Itoa(p32.Process.Pid) + "/maps")
+	if strings.Contains(string(maps), "[vsyscall]") || !strings.Contains(string(maps), "pause32") {
+		t.Fatalf("the 32-bit process's maps:\n%s", maps)
+	}
+	pids := strconv.Itoa(p32.Process.Pid) + "," + strconv.Itoa(p64.Process.Pid)
+	for _, args := range [][]string{{"--method", "bpf"}, {"--method", "bpf", "--walk", "iter"}, {"--method", "procmaps"}, {"--method", "procquery"}} {
+		out := filepath.Join(t.TempDir(), "perf.data")
+		r := runCmd(t, exec.Command(synthBin, append(append([]string{"dump", "--no-kernel", "-p", pids}, args...), "-o", out)...))
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, r.code, r.stderr)
+		}
+		gate := map[uint32]bool{}
+		named := false
+		for _, rec := range readRecords(t, out) {
+			if rec.Type != perfdata.RecordMmap2 {
+				continue
+			}
+			m, _, err := perfdata.ParseMmap2(rec.Data, rec.SampleType)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate[m.Pid] = gate[m.Pid] || m.Filename == "[vsyscall]"
+			named = named || strings.HasSuffix(m.Filename, "/pause32")
+		}
+		if !named || gate[uint32(p32.Process.Pid)] || !gate[uint32(p64.Process.Pid)] {
+			t.Errorf("%v: pause32 mapped %v; [vsyscall] of the 32-bit process %v, of the 64-bit one %v (want false, true)",
+				args, named, gate[uint32(p32.Process.Pid)], gate[uint32(p64.Process.Pid)])
+		}
+	}
+}
