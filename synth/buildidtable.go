@@ -19,9 +19,17 @@ type buildIDTable struct {
 	// writes a file's mappings one after another, and comparing with
 	// the last name is cheaper than finding its end and hashing it.
 	last []byte
+	vdso bool // a [vdso] mapping was added
 }
 
+// vdsoName is the name of the vDSO's mappings, and perf's for its DSO.
+const vdsoName = "[vdso]"
+
 func (t *buildIDTable) add(rec []byte) {
+	if !t.vdso && dump.RecType(rec) == perfdata.RecordMmap2 && len(rec) > dump.Mmap2FilenameOff+len(vdsoName) &&
+		string(rec[dump.Mmap2FilenameOff:dump.Mmap2FilenameOff+len(vdsoName)+1]) == vdsoName+"\x00" {
+		t.vdso = true
+	}
 	if dump.RecType(rec) != perfdata.RecordMmap2 ||
 		binary.NativeEndian.Uint16(rec[4:])&perfdata.MiscMmapBuildID == 0 ||
 		len(rec) <= dump.Mmap2FilenameOff {
@@ -49,7 +57,9 @@ func (t *buildIDTable) add(rec []byte) {
 }
 
 // events returns the table as build-ID events, sorted by file name, led
-// by the kernel's (from /sys/kernel/notes) unless noKernel.
+// by the kernel's (from /sys/kernel/notes) unless noKernel, and the
+// 64-bit vDSO's as [vdso] when a mapping of it was dumped, as perf lists
+// them.
 func (t *buildIDTable) events(noKernel bool) []perfdata.BuildIDEvent {
 	var evs []perfdata.BuildIDEvent
 	if id := buildid.Kernel(); id != nil && !noKernel {
@@ -64,6 +74,12 @@ func (t *buildIDTable) events(noKernel bool) []perfdata.BuildIDEvent {
 	for _, name := range names {
 		evs = append(evs, perfdata.BuildIDEvent{Misc: perfdata.MiscUser, Pid: -1,
 			BuildID: t.ids[name], Filename: name})
+	}
+	if t.vdso {
+		if id := buildid.VDSO(); id != nil {
+			evs = append(evs, perfdata.BuildIDEvent{Misc: perfdata.MiscUser, Pid: -1,
+				BuildID: id, Filename: vdsoName})
+		}
 	}
 	return evs
 }

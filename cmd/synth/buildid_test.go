@@ -73,10 +73,30 @@ func TestBuildIDsPerf(t *testing.T) {
 		t.Fatal("perf script -D shows no MMAP2 record with a build id")
 	}
 	var user []string
+	var vdso string
 	for _, l := range listed {
-		if !strings.HasSuffix(l, " [kernel.kallsyms]") {
+		switch {
+		case strings.HasSuffix(l, " [vdso]"):
+			vdso = l
+		case !strings.HasSuffix(l, " [kernel.kallsyms]"):
 			user = append(user, l)
 		}
+	}
+	// [vdso] is listed with the build ID perf itself lists for it.
+	perfFile := filepath.Join(t.TempDir(), "perf-own.data")
+	if out, err := exec.Command(perf, "record", "-q", "-a", "-e", "dummy", "--buildid-all", "-o", perfFile, "--", "true").CombinedOutput(); err != nil {
+		t.Fatalf("perf record: %v\n%s", err, out)
+	}
+	own := exec.Command(perf, "buildid-list", "-i", perfFile)
+	own.Env = perfEnv(t)
+	var perfVDSO string
+	for _, l := range buildIDLines(runCmd(t, own).stdout) {
+		if strings.HasSuffix(l, " [vdso]") {
+			perfVDSO = l
+		}
+	}
+	if vdso == "" || vdso != perfVDSO {
+		t.Errorf("[vdso] build ID %q, perf lists %q", vdso, perfVDSO)
 	}
 	if strings.Join(user, "\n") != strings.Join(onRecords, "\n") {
 		t.Errorf("perf buildid-list:\n%s\nMMAP2 records:\n%s", strings.Join(user, "\n"), strings.Join(onRecords, "\n"))
@@ -108,10 +128,11 @@ func TestBuildIDsPerf(t *testing.T) {
 		t.Fatal("perf report -D counts no BUILD_ID events in the pipe")
 	}
 	// The pipe is another dump, of a host where perf report now runs:
-	// compare it with itself, one record per DSO plus the kernel's.
+	// compare it with itself, one record per DSO plus the kernel's and
+	// the vDSO's.
 	pipeIDs := mmap2BuildIDs(rr.stdout)
-	if n, _ := strconv.Atoi(m[1]); n != len(pipeIDs)+1 || len(pipeIDs) == 0 {
-		t.Errorf("pipe: %d BUILD_ID records for %d DSOs with build ids (+1 kernel)", n, len(pipeIDs))
+	if n, _ := strconv.Atoi(m[1]); n != len(pipeIDs)+2 || len(pipeIDs) == 0 {
+		t.Errorf("pipe: %d BUILD_ID records for %d DSOs with build ids (+1 kernel, +1 vDSO)", n, len(pipeIDs))
 	}
 	for _, l := range pipeIDs {
 		id, _, _ := strings.Cut(l, " ")
