@@ -6,8 +6,11 @@ OUT     ?= perf.data
 # Debian packages the targets need: clang/llvm-strip for make generate and
 # its check, libbpf headers for the BPF C sources, perf as the test oracle,
 # gcc (with binutils' readelf) for the synth record workload and build-ID checks,
-# python3-fusepy for the test's FUSE server that never answers a read.
-APT_PKGS := clang-19 llvm-19 libbpf-dev linux-perf gcc python3-fusepy
+# python3-fusepy for the test's FUSE server that never answers a read;
+# hotspot (its perfparser) and cargo with librust-linux-perf-data-dev,
+# the outside perf.data readers of the tests (built offline, see
+# testdata/perfread).
+APT_PKGS := clang-19 llvm-19 libbpf-dev linux-perf gcc python3-fusepy hotspot cargo librust-linux-perf-data-dev
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all build dump deps generate check-generate test vet clean
@@ -25,7 +28,9 @@ dump: build
 deps:
 	@if ! command -v clang-19 >/dev/null || ! command -v llvm-strip-19 >/dev/null || \
 	    ! command -v perf >/dev/null || ! command -v gcc >/dev/null || ! command -v readelf >/dev/null || \
-	    [ ! -f /usr/include/bpf/bpf_helpers.h ] || ! /usr/bin/python3 -c 'import fusepy' 2>/dev/null; then \
+	    [ ! -f /usr/include/bpf/bpf_helpers.h ] || ! /usr/bin/python3 -c 'import fusepy' 2>/dev/null || \
+	    [ ! -x /usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser ] || [ ! -x /usr/bin/cargo ] || \
+	    ! ls -d /usr/share/cargo/registry/linux-perf-data-* >/dev/null 2>&1; then \
 		echo "installing $(APT_PKGS)"; \
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(APT_PKGS); \
