@@ -84,9 +84,7 @@ func TestBuildIDsPerf(t *testing.T) {
 	}
 	// [vdso] is listed with the build ID perf itself lists for it.
 	perfFile := filepath.Join(t.TempDir(), "perf-own.data")
-	if out, err := exec.Command(perf, "record", "-q", "-a", "-e", "dummy", "--buildid-all", "-o", perfFile, "--", "true").CombinedOutput(); err != nil {
-		t.Fatalf("perf record: %v\n%s", err, out)
-	}
+	perfRecordHost(t, perfFile, "--buildid-all")
 	own := exec.Command(perf, "buildid-list", "-i", perfFile)
 	own.Env = perfEnv(t)
 	var perfVDSO string

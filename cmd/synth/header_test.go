@@ -53,11 +53,7 @@ func TestHeaderAsPerf(t *testing.T) {
 	perf := testenv.Perf(t)
 	dir := t.TempDir()
 	ref := filepath.Join(dir, "perf.data")
-	rec := exec.Command(perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "-e", "dummy", "-a", "-o", ref, "--", "true")
-	rec.Env = perfEnv(t)
-	if r := runCmd(t, rec); r.code != 0 {
-		t.Fatalf("perf record: exit %d: %s", r.code, r.stderr)
-	}
+	perfRecordHost(t, ref)
 	want := missingFeatures(t, perf, ref)
 	for _, args := range [][]string{
 		{"dump"},
@@ -74,6 +70,18 @@ func TestHeaderAsPerf(t *testing.T) {
 			t.Errorf("synth %s: perf lists %v as missing, for perf record's own file %v", name, got, want)
 		}
 		checkConvert(t, perf, name, file)
+	}
+}
+
+// perfRecordHost writes perf's own recording of the host's state to
+// path: perf record -a -e dummy -k CLOCK_MONOTONIC, with extra flags.
+func perfRecordHost(t *testing.T, path string, extra ...string) {
+	t.Helper()
+	args := append([]string{"record", "-q", "-k", "CLOCK_MONOTONIC", "-e", "dummy", "-a", "-o", path}, extra...)
+	rec := exec.Command(testenv.Perf(t), append(args, "--", "true")...)
+	rec.Env = perfEnv(t)
+	if r := runCmd(t, rec); r.code != 0 {
+		t.Fatalf("perf record: exit %d: %s", r.code, r.stderr)
 	}
 }
 

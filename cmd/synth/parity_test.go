@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,38 +26,14 @@ type taskKey struct {
 // type and thread, and the CGROUP records in file order.
 func perfRecords(t *testing.T, path string, pids map[uint32]bool) (map[taskKey][]byte, [][]byte) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, _ := f.Stat()
-	rd, err := perfdata.NewReader(f, st.Size())
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	trailer := perfdata.SampleIDSize(rd.SampleType())
 	tasks := make(map[taskKey][]byte)
 	var cgroups [][]byte
-	for {
-		rec, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		switch rec.Type {
-		case perfdata.RecordCgroup, perfdata.RecordFork, perfdata.RecordComm, perfdata.RecordNamespaces:
-		default:
-			continue
-		}
-		b := bytes.Clone(rec.Data[:len(rec.Data)-trailer])
-		binary.NativeEndian.PutUint16(b[6:], uint16(len(b))) // the size without the trailer
+	for _, rec := range readRecords(t, path) {
 		switch rec.Type {
 		case perfdata.RecordCgroup:
-			cgroups = append(cgroups, b)
+			cgroups = append(cgroups, untrailed(rec))
 		case perfdata.RecordFork, perfdata.RecordComm, perfdata.RecordNamespaces:
+			b := untrailed(rec)
 			if !pids[binary.NativeEndian.Uint32(b[8:])] {
 				continue
 			}
@@ -75,6 +49,14 @@ func perfRecords(t *testing.T, path string, pids map[uint32]bool) (map[taskKey][
 		}
 	}
 	return tasks, cgroups
+}
+
+// untrailed returns a copy of a record without its sample_id trailer,
+// its size set to match.
+func untrailed(rec fileRecord) []byte {
+	b := bytes.Clone(rec.Data[:len(rec.Data)-perfdata.SampleIDSize(rec.SampleType)])
+	binary.NativeEndian.PutUint16(b[6:], uint16(len(b)))
+	return b
 }
 
 // FORK, NAMESPACES, COMM and CGROUP records equal perf's own, field by
@@ -95,10 +77,7 @@ func TestTaskRecordsMatchPerf(t *testing.T) {
 	dir := t.TempDir()
 
 	perfOut := filepath.Join(dir, "perf.data")
-	if out, err := exec.Command("perf", "record", "-q", "-a", "--namespaces", "--all-cgroups", "-e", "dummy",
-		"-k", "CLOCK_MONOTONIC", "-o", perfOut, "--", "true").CombinedOutput(); err != nil {
-		t.Fatalf("perf record: %v\n%s", err, out)
-	}
+	perfRecordHost(t, perfOut, "--namespaces", "--all-cgroups")
 	want, wantCgroups := perfRecords(t, perfOut, pids)
 	comms, err := p.Comms()
 	if err != nil {

@@ -113,15 +113,11 @@ func recordCounts(t *testing.T, path string) map[string]int {
 // records as we do (file mode: version 0.6 of the crate reads no pipe).
 func TestOutsideReaders(t *testing.T) {
 	testenv.Root(t)
-	perf := testenv.Perf(t)
+	testenv.Perf(t)
 	perfreadBin(t)
 	dir := t.TempDir()
 	ref := filepath.Join(dir, "perf.data")
-	rec := exec.Command(perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "-e", "dummy", "-a", "-o", ref, "--", "true")
-	rec.Env = perfEnv(t)
-	if r := runCmd(t, rec); r.code != 0 {
-		t.Fatalf("perf record: exit %d: %s", r.code, r.stderr)
-	}
+	perfRecordHost(t, ref)
 	known := perfparserDiag(t, ref, nil)
 	for _, args := range [][]string{
 		{"dump", "--namespaces", "--all-cgroups"},

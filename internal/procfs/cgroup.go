@@ -45,15 +45,7 @@ func parseCgroupFS(r io.Reader) (CgroupFS, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER
-		f := strings.Fields(sc.Text())
-		sep := -1
-		for i := 6; i < len(f); i++ {
-			if f[i] == "-" {
-				sep = i
-				break
-			}
-		}
+		f, sep := mountinfoFields(sc.Text())
 		if sep < 0 || sep+3 >= len(f) {
 			continue
 		}

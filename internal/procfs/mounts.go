@@ -20,15 +20,7 @@ func ParseMountTypes(r io.Reader) (map[Dev]string, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for n := 1; sc.Scan(); n++ {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER
-		f := strings.Fields(sc.Text())
-		sep := -1
-		for i := 6; i < len(f); i++ {
-			if f[i] == "-" {
-				sep = i
-				break
-			}
-		}
+		f, sep := mountinfoFields(sc.Text())
 		if len(f) < 3 || sep < 0 || sep+1 >= len(f) {
 			return nil, fmt.Errorf("mountinfo line %d: no filesystem type", n)
 		}
@@ -44,6 +36,19 @@ func ParseMountTypes(r io.Reader) (map[Dev]string, error) {
 		return nil, fmt.Errorf("read mountinfo: %w", err)
 	}
 	return types, nil
+}
+
+// mountinfoFields splits a mountinfo line, "ID PARENT MAJ:MIN ROOT
+// MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER", and returns the
+// index of the "-" separator, or -1.
+func mountinfoFields(line string) ([]string, int) {
+	f := strings.Fields(line)
+	for i := 6; i < len(f); i++ {
+		if f[i] == "-" {
+			return f, i
+		}
+	}
+	return f, -1
 }
 
 // ReadMountTypes reads the mount table of process pid (0: this
