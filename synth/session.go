@@ -144,8 +144,7 @@ func NewSession(opts SessionOptions) (*Session, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
-	rc := bpfdump.RingConfig{Pages: opts.RingPages, Sideband: true, Data: opts.Data, BuildID: !opts.NoBuildID,
-		Namespaces: opts.Namespaces, Cgroups: opts.Cgroups,
+	rc := bpfdump.RingConfig{Pages: opts.RingPages, Sideband: true, Records: opts.RecordFlags(), BuildID: !opts.NoBuildID,
 		SampleType: bpfdump.SidebandSampleType}
 	if opts.Sample != nil {
 		rc.Sampler = samplerPerfAttr(opts.Sample)

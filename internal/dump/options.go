@@ -109,14 +109,11 @@ func (o *Options) SampleTypeOrDefault() uint64 {
 	return o.SampleType
 }
 
-// Attr returns the perf_event_attr that records of a dump with these
-// options are written under: a software dummy event, like the one
-// `perf record -e dummy` writes, with the side-band bits of what the dump
-// synthesizes.
-func (o *Options) Attr() perfdata.Attr {
-	flags := uint64(perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask |
-		perfdata.AttrSampleIDAll | perfdata.AttrMmap2 | perfdata.AttrCommExec |
-		perfdata.AttrExcludeGuest)
+// RecordFlags returns the attr bits of the optional records a dump with
+// these options synthesizes: non-executable mappings (Data), NAMESPACES,
+// CGROUP. A side-band that is to report the same opens with them.
+func (o *Options) RecordFlags() uint64 {
+	var flags uint64
 	if o.Data {
 		flags |= perfdata.AttrMmapData
 	}
@@ -126,6 +123,17 @@ func (o *Options) Attr() perfdata.Attr {
 	if o.Cgroups {
 		flags |= perfdata.AttrCgroup
 	}
+	return flags
+}
+
+// Attr returns the perf_event_attr that records of a dump with these
+// options are written under: a software dummy event, like the one
+// `perf record -e dummy` writes, with the side-band bits of what the dump
+// synthesizes.
+func (o *Options) Attr() perfdata.Attr {
+	flags := uint64(perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask |
+		perfdata.AttrSampleIDAll | perfdata.AttrMmap2 | perfdata.AttrCommExec |
+		perfdata.AttrExcludeGuest | o.RecordFlags())
 	return perfdata.Attr{
 		Type:         1, // PERF_TYPE_SOFTWARE
 		Size:         perfdata.AttrSize,

@@ -1,9 +1,7 @@
 package procfs
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -39,19 +37,4 @@ func Namespaces(pid, tid int) [7]NSLink {
 		}
 	}
 	return links
-}
-
-// Owner returns the owner of /proc/PID: the effective user of the
-// process, or root for one that is not dumpable. perf record -u selects
-// processes by it.
-func Owner(pid int) (uint32, error) {
-	var st unix.Stat_t
-	err := unix.Stat("/proc/"+strconv.Itoa(pid), &st)
-	if errors.Is(err, unix.ENOENT) {
-		err = os.ErrNotExist
-	}
-	if err != nil {
-		return 0, fmt.Errorf("owner of pid %d: %w", pid, err)
-	}
-	return st.Uid, nil
 }

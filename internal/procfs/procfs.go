@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Mapping is one line of /proc/PID/maps (fs/proc/task_mmu.c show_map_vma).
@@ -223,4 +225,19 @@ func Status(tid int) (TaskStatus, error) {
 		return TaskStatus{}, fmt.Errorf("task %d: no Tgid or PPid in its status", tid)
 	}
 	return st, nil
+}
+
+// Owner returns the owner of /proc/PID: the effective user of the
+// process, or root for one that is not dumpable. perf record -u selects
+// processes by it.
+func Owner(pid int) (uint32, error) {
+	var st unix.Stat_t
+	err := unix.Stat("/proc/"+strconv.Itoa(pid), &st)
+	if errors.Is(err, unix.ENOENT) {
+		err = os.ErrNotExist
+	}
+	if err != nil {
+		return 0, fmt.Errorf("owner of pid %d: %w", pid, err)
+	}
+	return st.Uid, nil
 }

@@ -32,11 +32,11 @@ type RingConfig struct {
 	// Sideband opens a second ring per CPU for the kernel's live
 	// MMAP2, COMM and FORK/EXIT records.
 	Sideband bool
-	Data     bool // live records of non-executable mappings too
-	BuildID  bool // live MMAP2 records in build-ID form
-	// Namespaces and Cgroups ask the kernel for live NAMESPACES and
-	// CGROUP records too.
-	Namespaces, Cgroups bool
+	// Records are the attr bits of the optional records the side-band
+	// reports, as the dump synthesizes them (dump.Options.RecordFlags):
+	// non-executable mappings, NAMESPACES, CGROUP.
+	Records uint64
+	BuildID bool // live MMAP2 records in build-ID form
 	// Sampler, when set, is opened on every CPU with its output
 	// redirected into that CPU's side-band ring.
 	Sampler *perf.Attr
@@ -72,18 +72,9 @@ func (c *RingConfig) outAttr() perfdata.Attr {
 func (c *RingConfig) LiveAttr() perfdata.Attr {
 	flags := uint64(perfdata.AttrWatermark | perfdata.AttrUseClockID |
 		perfdata.AttrMmap | perfdata.AttrMmap2 | perfdata.AttrComm |
-		perfdata.AttrCommExec | perfdata.AttrTask | perfdata.AttrSampleIDAll)
-	if c.Data {
-		flags |= perfdata.AttrMmapData
-	}
+		perfdata.AttrCommExec | perfdata.AttrTask | perfdata.AttrSampleIDAll | c.Records)
 	if c.BuildID {
 		flags |= perfdata.AttrBuildID
-	}
-	if c.Namespaces {
-		flags |= perfdata.AttrNamespaces
-	}
-	if c.Cgroups {
-		flags |= perfdata.AttrCgroup
 	}
 	return perfdata.Attr{
 		Type:         unix.PERF_TYPE_SOFTWARE,
