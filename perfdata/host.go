@@ -426,13 +426,34 @@ func ClockFeatures(clockid int32) []Feature {
 }
 
 // emptyBPFFeatures are HEADER_BPF_PROG_INFO and HEADER_BPF_BTF with no
-// entries: synth writes no BPF program events, and says so as perf
-// does for a recording without them.
+// entries, as perf writes them for a recording without BPF programs;
+// BPFFeatures replaces them.
 func emptyBPFFeatures() []Feature {
-	return []Feature{
-		{ID: FeatBPFProgInfo, Data: le.AppendUint32(nil, 0)},
-		{ID: FeatBPFBTF, Data: le.AppendUint32(nil, 0)},
+	return BPFFeatures(nil, nil)
+}
+
+// BTF is one BTF object of HEADER_BPF_BTF: its id and raw data.
+type BTF struct {
+	ID   uint32
+	Data []byte
+}
+
+// BPFFeatures are HEADER_BPF_PROG_INFO and HEADER_BPF_BTF as perf writes
+// them (write_bpf_prog_info, write_bpf_btf in tools/perf/util/header.c):
+// a u32 count, then the entries. An entry of progs is a program as perf's
+// struct perf_bpil lays it out (see bpfprog.Prog.AppendLinear); a BTF
+// entry is u32 id, u32 size, then the data. perf keeps them in id order.
+func BPFFeatures(progs [][]byte, btfs []BTF) []Feature {
+	info := le.AppendUint32(nil, uint32(len(progs)))
+	for _, p := range progs {
+		info = append(info, p...)
 	}
+	b := le.AppendUint32(nil, uint32(len(btfs)))
+	for _, t := range btfs {
+		b = le.AppendUint32(le.AppendUint32(b, t.ID), uint32(len(t.Data)))
+		b = append(b, t.Data...)
+	}
+	return []Feature{{ID: FeatBPFProgInfo, Data: info}, {ID: FeatBPFBTF, Data: b}}
 }
 
 // sampleTimeFeature is HEADER_SAMPLE_TIME: the times of the first and
