@@ -1,0 +1,152 @@
+package bpfprog
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrPermission: the caller may not list the kernel's BPF objects
+// (it lacks CAP_SYS_ADMIN), so there is nothing to synthesize, as perf
+// record treats it.
+var ErrPermission = errors.New("listing BPF programs needs CAP_SYS_ADMIN")
+
+// bpf(2) commands not in x/sys/unix (enum bpf_cmd).
+const (
+	cmdLinkGetFDByID = 30 // BPF_LINK_GET_FD_BY_ID
+	cmdLinkGetNextID = 31 // BPF_LINK_GET_NEXT_ID
+)
+
+// idAttr is the bpf_attr of the GET_NEXT_ID and GET_FD_BY_ID commands:
+// start_id (or the object's id), next_id, open_flags.
+type idAttr struct {
+	id, next, flags uint32
+}
+
+// infoAttr is the bpf_attr of BPF_OBJ_GET_INFO_BY_FD: bpf_fd, info_len,
+// info.
+type infoAttr struct {
+	fd, len uint32
+	info    uint64
+}
+
+func bpf(cmd int, attr unsafe.Pointer, size uintptr) (int, error) {
+	r, _, errno := unix.Syscall(unix.SYS_BPF, uintptr(cmd), uintptr(attr), size)
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(r), nil
+}
+
+// nextID returns the id after id of the objects cmd lists; ok is false
+// after the last.
+func nextID(cmd int, id uint32) (next uint32, ok bool, err error) {
+	a := idAttr{id: id}
+	_, err = bpf(cmd, unsafe.Pointer(&a), unsafe.Sizeof(a))
+	switch {
+	case err == nil:
+		return a.next, true, nil
+	case errors.Is(err, unix.ENOENT):
+		return 0, false, nil
+	case errors.Is(err, unix.EPERM):
+		return 0, false, ErrPermission
+	}
+	return 0, false, err
+}
+
+// fdByID opens the object id with cmd.
+func fdByID(cmd int, id uint32) (int, error) {
+	a := idAttr{id: id}
+	return bpf(cmd, unsafe.Pointer(&a), unsafe.Sizeof(a))
+}
+
+// objInfo fills info, the object's info struct, whose array pointers
+// point into keep; it returns the length the kernel filled.
+func objInfo(fd int, info []byte, keep []byte) (int, error) {
+	a := infoAttr{fd: uint32(fd), len: uint32(len(info)), info: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(info))))}
+	_, err := bpf(unix.BPF_OBJ_GET_INFO_BY_FD, unsafe.Pointer(&a), unsafe.Sizeof(a))
+	runtime.KeepAlive(info)
+	runtime.KeepAlive(keep)
+	if err != nil {
+		return 0, fmt.Errorf("get info: %w", err)
+	}
+	return int(a.len), nil
+}
+
+// IDs lists the ids of the loaded BPF programs, in increasing order, as
+// perf walks them.
+func IDs() ([]uint32, error) {
+	var ids []uint32
+	for id := uint32(0); ; {
+		next, ok, err := nextID(unix.BPF_PROG_GET_NEXT_ID, id)
+		if err != nil {
+			return ids, fmt.Errorf("list BPF programs: %w", err)
+		}
+		if !ok {
+			return ids, nil
+		}
+		ids = append(ids, next)
+		id = next
+	}
+}
+
+// BTF returns the raw BTF object id, as perf keeps it in HEADER_BPF_BTF.
+func BTF(id uint32) ([]byte, error) {
+	fd, err := fdByID(unix.BPF_BTF_GET_FD_BY_ID, id)
+	if err != nil {
+		return nil, fmt.Errorf("open BTF %d: %w", id, err)
+	}
+	defer unix.Close(fd)
+	// struct bpf_btf_info: u64 btf; u32 btf_size, id; u64 name;
+	// u32 name_len, kernel_btf.
+	var info [32]byte
+	if _, err := objInfo(fd, info[:], nil); err != nil {
+		return nil, fmt.Errorf("BTF %d: %w", id, err)
+	}
+	size := ne.Uint32(info[8:])
+	if size > maxArray {
+		return nil, fmt.Errorf("BTF %d: %d bytes", id, size)
+	}
+	raw := make([]byte, size)
+	info = [32]byte{}
+	ne.PutUint64(info[0:], uint64(uintptr(unsafe.Pointer(unsafe.SliceData(raw)))))
+	ne.PutUint32(info[8:], size)
+	if _, err := objInfo(fd, info[:], raw); err != nil {
+		return nil, fmt.Errorf("BTF %d: %w", id, err)
+	}
+	if got := ne.Uint32(info[8:]); got != size {
+		return nil, fmt.Errorf("BTF %d changed size: %d bytes, then %d", id, size, got)
+	}
+	return raw, nil
+}
+
+// linkTypeTracing is BPF_LINK_TYPE_TRACING: the link of an fentry,
+// fexit, fmod_ret, LSM or freplace program, which calls it through a
+// BPF trampoline.
+const linkTypeTracing = 2
+
+// HasTracingLinks reports whether a tracing link is attached: only then
+// can the kernel hold BPF trampolines (bpf_trampoline_* in kallsyms).
+func HasTracingLinks() (bool, error) {
+	for id := uint32(0); ; {
+		next, ok, err := nextID(cmdLinkGetNextID, id)
+		if err != nil || !ok {
+			return false, err
+		}
+		id = next
+		fd, err := fdByID(cmdLinkGetFDByID, id)
+		if err != nil {
+			continue // detached since
+		}
+		// struct bpf_link_info begins with u32 type, id, prog_id.
+		var info [16]byte
+		_, err = objInfo(fd, info[:], nil)
+		unix.Close(fd)
+		if err == nil && ne.Uint32(info[:]) == linkTypeTracing {
+			return true, nil
+		}
+	}
+}
