@@ -10,6 +10,18 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
+// headerTables collect, from the records written, what perf.data keeps
+// in its header: the build IDs of the files and the BPF programs.
+type headerTables struct {
+	buildIDs buildIDTable
+	bpf      bpfInfo
+}
+
+func (h *headerTables) add(rec []byte) {
+	h.buildIDs.add(rec)
+	h.bpf.add(rec)
+}
+
 // buildIDTable collects the DSOs of a dump's MMAP2 records that carry a
 // build ID, for the HEADER_BUILD_ID section (file mode) or records (pipe
 // mode) that `perf buildid-list` and perf's symbolization read.
@@ -20,12 +32,22 @@ type buildIDTable struct {
 	// the last name is cheaper than finding its end and hashing it.
 	last []byte
 	vdso bool // a [vdso] mapping was added
+	// modules are the kernel module maps added: map name and module
+	// name, in map order.
+	modules [][2]string
 }
+
+// sysModule is where the kernel shows the loaded modules' notes.
+const sysModule = "/sys/module"
 
 // vdsoName is the name of the vDSO's mappings, and perf's for its DSO.
 const vdsoName = "[vdso]"
 
 func (t *buildIDTable) add(rec []byte) {
+	if dump.RecType(rec) == perfdata.RecordMmap && binary.NativeEndian.Uint16(rec[4:])&perfdata.MiscKernel != 0 {
+		t.addKernelMap(rec)
+		return
+	}
 	if !t.vdso && dump.RecType(rec) == perfdata.RecordMmap2 && len(rec) > dump.Mmap2FilenameOff+len(vdsoName) &&
 		string(rec[dump.Mmap2FilenameOff:dump.Mmap2FilenameOff+len(vdsoName)+1]) == vdsoName+"\x00" {
 		t.vdso = true
@@ -56,16 +78,29 @@ func (t *buildIDTable) add(rec []byte) {
 	t.last = append(t.last[:0], name...)
 }
 
-// events returns the table as build-ID events, sorted by file name, led
-// by the kernel's (from /sys/kernel/notes) unless noKernel, and the
-// 64-bit vDSO's as [vdso] when a mapping of it was dumped, as perf lists
-// them.
+// addKernelMap notes a module's map.
+func (t *buildIDTable) addKernelMap(rec []byte) {
+	m, _, err := perfdata.ParseMmap(rec, 0) // the name ends at its NUL, before the trailer
+	if err != nil {
+		return
+	}
+	if mod, ok := dump.ModuleName(m.Filename); ok {
+		t.modules = append(t.modules, [2]string{m.Filename, mod})
+	}
+}
+
+// events returns the table as build-ID events: the kernel's (from
+// /sys/kernel/notes) unless noKernel, then its modules' (from
+// /sys/module), in map order, as misc KERNEL; then the files sorted by
+// name, and the 64-bit vDSO's as [vdso] when a mapping of it was dumped,
+// as perf lists them.
 func (t *buildIDTable) events(noKernel bool) []perfdata.BuildIDEvent {
 	var evs []perfdata.BuildIDEvent
 	if id := buildid.Kernel(); id != nil && !noKernel {
 		evs = append(evs, perfdata.BuildIDEvent{Misc: perfdata.MiscKernel, Pid: -1,
 			BuildID: id, Filename: "[kernel.kallsyms]"})
 	}
+	evs = append(evs, t.moduleEvents(sysModule)...)
 	names := make([]string, 0, len(t.ids))
 	for name := range t.ids {
 		names = append(names, name)
@@ -79,6 +114,19 @@ func (t *buildIDTable) events(noKernel bool) []perfdata.BuildIDEvent {
 		if id := buildid.VDSO(); id != nil {
 			evs = append(evs, perfdata.BuildIDEvent{Misc: perfdata.MiscUser, Pid: -1,
 				BuildID: id, Filename: vdsoName})
+		}
+	}
+	return evs
+}
+
+// moduleEvents returns the build IDs of the modules' maps, read from
+// sysModule.
+func (t *buildIDTable) moduleEvents(sysModule string) []perfdata.BuildIDEvent {
+	var evs []perfdata.BuildIDEvent
+	for _, m := range t.modules {
+		if id := buildid.Module(sysModule, m[1]); id != nil {
+			evs = append(evs, perfdata.BuildIDEvent{Misc: perfdata.MiscKernel, Pid: -1,
+				BuildID: id, Filename: m[0]})
 		}
 	}
 	return evs

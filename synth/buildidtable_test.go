@@ -2,6 +2,9 @@ package synth
 
 import (
 	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/synth-dev/synth/perfdata"
@@ -34,5 +37,35 @@ func TestBuildIDTableNames(t *testing.T) {
 		if got := table.ids[name]; !bytes.Equal(got, bytes.Repeat([]byte{id}, 20)) {
 			t.Errorf("%s: build ID %x, want 20 bytes of %02x", name, got, id)
 		}
+	}
+}
+
+// Module maps (kernel MMAP records) list their modules' build IDs, read
+// from /sys/module/NAME/notes, under the map's name, misc KERNEL, in map
+// order; the kernel text map and a module without notes list none.
+func TestBuildIDTableModules(t *testing.T) {
+	sys := t.TempDir()
+	id := bytes.Repeat([]byte{0xab}, 20)
+	// An ELF note: namesz 4, descsz 20, type NT_GNU_BUILD_ID, "GNU\0".
+	note := binary.NativeEndian.AppendUint32(nil, 4)
+	note = binary.NativeEndian.AppendUint32(note, 20)
+	note = binary.NativeEndian.AppendUint32(note, 3)
+	note = append(append(note, "GNU\x00"...), id...)
+	dir := filepath.Join(sys, "nf_conntrack", "notes")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".note.gnu.build-id"), note, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	var table buildIDTable
+	path := "/lib/modules/6.1.0/kernel/net/nf-conntrack.ko.xz"
+	for _, name := range []string{"[kernel.kallsyms]_text", path, "[crc16]"} {
+		m := perfdata.Mmap{Misc: perfdata.MiscKernel, Pid: ^uint32(0), Addr: 0xffffffffc0000000, Len: 4096, Filename: name}
+		table.add(m.Append(nil, perfdata.SampleTID, &perfdata.SampleID{Pid: ^uint32(0)}))
+	}
+	evs := table.moduleEvents(sys)
+	if len(evs) != 1 || evs[0].Filename != path || evs[0].Misc != perfdata.MiscKernel || !bytes.Equal(evs[0].BuildID, id) {
+		t.Errorf("module build IDs %+v, want %x for %s", evs, id, path)
 	}
 }

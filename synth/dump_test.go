@@ -144,6 +144,24 @@ func (d *dumped) add(rec []byte, sampleType uint64) error {
 		}
 		d.kernel = append(d.kernel, m)
 		d.pids = append(d.pids, m.Pid)
+	case perfdata.RecordKsymbol:
+		k, sid, err := perfdata.ParseKsymbol(rec, sampleType)
+		if err != nil {
+			return err
+		}
+		if k.Type != perfdata.KsymbolTypeBPF || k.Addr == 0 || k.Len == 0 || !strings.HasPrefix(k.Name, "bpf_") {
+			return fmt.Errorf("unexpected KSYMBOL %+v", k)
+		}
+		d.pids = append(d.pids, sid.Pid)
+	case perfdata.RecordBPFEvent:
+		e, sid, err := perfdata.ParseBPFEvent(rec, sampleType)
+		if err != nil {
+			return err
+		}
+		if e.Type != perfdata.BPFEventProgLoad || e.ID == 0 {
+			return fmt.Errorf("unexpected BPF_EVENT %+v", e)
+		}
+		d.pids = append(d.pids, sid.Pid)
 	default:
 		return fmt.Errorf("unexpected record type %d", typ)
 	}
@@ -283,15 +301,26 @@ func checkOrder(t *testing.T, d *dumped) {
 	if k.Filename != "[kernel.kallsyms]_text" || k.Pid != ^uint32(0) || k.Misc != perfdata.MiscKernel || k.Len == 0 {
 		t.Errorf("kernel map %+v, want [kernel.kallsyms]_text, pid -1, misc KERNEL", k)
 	}
+	// The kernel's records lead: its maps, then the BPF programs'.
+	var nk int
 	for i, typ := range d.types {
-		if typ == perfdata.RecordMmap && i >= len(d.kernel) {
-			t.Fatalf("kernel map at record %d, after process records", i)
+		switch typ {
+		case perfdata.RecordMmap:
+			if i >= len(d.kernel) {
+				t.Fatalf("kernel map at record %d, after other records", i)
+			}
+			nk++
+		case perfdata.RecordKsymbol, perfdata.RecordBPFEvent:
+			if i != nk {
+				t.Fatalf("BPF program record at record %d, after process records", i)
+			}
+			nk++
 		}
 	}
 	var prev uint32
 	sawMmap := map[uint32]bool{}
-	for i, pid := range d.pids[len(d.kernel):] {
-		typ := d.types[len(d.kernel)+i]
+	for i, pid := range d.pids[nk:] {
+		typ := d.types[nk+i]
 		if pid < prev {
 			t.Fatalf("record %d: pid %d after pid %d", i, pid, prev)
 		}

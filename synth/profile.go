@@ -21,6 +21,9 @@ type ProfileOptions struct {
 	// Namespaces and Cgroups add the NAMESPACES and CGROUP records of
 	// perf record --namespaces and --all-cgroups to the dump.
 	Namespaces, Cgroups bool
+	// NoBPFEvent leaves out the BPF_EVENT records (perf record
+	// --no-bpf-event).
+	NoBPFEvent bool
 	// Freq is the sampling frequency in Hz; 0 means DefaultSampleFreq.
 	Freq uint64
 	// Callchain records call chains (perf record -g).
@@ -75,7 +78,7 @@ func NewProfiler(opts ProfileOptions) (*Profiler, error) {
 	p := &Profiler{opts: opts, start: time.Now()}
 	p.so = SessionOptions{
 		Options: Options{Pids: opts.Pids, Tids: opts.Tids, NoBuildID: opts.NoBuildID, RingPages: opts.RingPages,
-			Namespaces: opts.Namespaces, Cgroups: opts.Cgroups},
+			Namespaces: opts.Namespaces, Cgroups: opts.Cgroups, NoBPFEvent: opts.NoBPFEvent},
 		Sample: &SampleOptions{Freq: opts.Freq, Callchain: opts.Callchain},
 	}
 	s, err := NewSession(p.so)
@@ -118,7 +121,7 @@ func (p *Profiler) Run(ctx context.Context, out io.Writer, wopts WriteOptions) (
 			}
 		}()
 	}
-	var table buildIDTable
+	table := headerTables{bpf: bpfInfo{off: w.Pipe()}}
 	err = finishPerfData(w, &table, p.so.Options, copyRecords(s, w, &table))
 	return ProfileStats{Session: s.Stats(), Dump: s.LastDump(), Duration: time.Since(p.start)}, err
 }
@@ -127,7 +130,7 @@ func (p *Profiler) Run(ctx context.Context, out io.Writer, wopts WriteOptions) (
 // dump's, then FINISHED_INIT, then the live records and samples, with a
 // FINISHED_ROUND each time the session has handed out all it had read
 // from the rings, as perf record ends each pass over its rings.
-func copyRecords(s *Session, w *perfdata.Writer, table *buildIDTable) error {
+func copyRecords(s *Session, w *perfdata.Writer, table *headerTables) error {
 	var recs [readBatch]Record
 	inRound := false
 	for {

@@ -36,7 +36,7 @@ func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts
 	if err != nil {
 		return Stats{}, err
 	}
-	var table buildIDTable
+	table := headerTables{bpf: bpfInfo{off: w.Pipe()}}
 	st, err := m.Dump(ctx, func(rec []byte) error {
 		table.add(rec)
 		return w.WriteRecord(rec)
@@ -66,12 +66,19 @@ func newPerfWriter(out io.Writer, attrs []perfdata.WriterAttr, opts WriteOptions
 }
 
 // finishPerfData closes off w after the records: the build IDs of table
-// (unless o.NoBuildID), then the header or end. It closes w even after
+// (unless o.NoBuildID) and, in file mode, its BPF programs, then the
+// header or end. (In pipe mode, as with perf, the BPF sections were
+// written empty with the header, before the records.) It closes w even after
 // err, the error that ended the records, so what was written stays
 // readable, and returns the first error.
-func finishPerfData(w *perfdata.Writer, table *buildIDTable, o Options, err error) error {
+func finishPerfData(w *perfdata.Writer, table *headerTables, o Options, err error) error {
 	if err == nil && !o.NoBuildID {
-		err = w.WriteBuildIDs(table.events(o.NoKernel))
+		err = w.WriteBuildIDs(table.buildIDs.events(o.NoKernel))
+	}
+	if !w.Pipe() {
+		for _, f := range table.bpf.features() {
+			_ = w.AddFeature(f) // file mode: kept for Close, no error
+		}
 	}
 	if cerr := w.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("finish perf.data: %w", cerr)

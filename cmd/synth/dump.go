@@ -17,7 +17,8 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	var (
 		out       = fs.String("o", "", "write perf.data to `FILE` (default: stdout; pipe mode unless it is a regular file)")
 		data      = fs.Bool("data", false, "include non-executable mappings, as perf record -d")
-		noKernel  = fs.Bool("no-kernel", false, "leave out the kernel and module maps")
+		noKernel  = fs.Bool("no-kernel", false, "leave out the kernel and module maps and the BPF programs' symbols")
+		noBPF     = fs.Bool("no-bpf-event", false, "leave out the BPF_EVENT record of each loaded BPF program (its KSYMBOLs stay), as perf record --no-bpf-event")
 		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
 		bidWait   = fs.Duration("buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `DURATION` for the build IDs of files new to the cache; a file whose reads block past it (FUSE, NFS) gets none")
 		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
@@ -31,7 +32,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	)
 	tf := addTargetFlags(fs, "dump")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [-p PID,... | -t TID,... | -u USER | -G CGROUP] [--data] [--namespaces] [--all-cgroups]\n                  [--no-kernel] [--no-buildid] [--buildid-timeout D] [--method auto|bpf|procmaps|procquery]\n                  [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N]")
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [-p PID,... | -t TID,... | -u USER | -G CGROUP] [--data] [--namespaces] [--all-cgroups]\n                  [--no-bpf-event] [--no-kernel] [--no-buildid] [--buildid-timeout D] [--method auto|bpf|procmaps|procquery]\n                  [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N]")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -41,7 +42,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		return usageError(stderr, "dump: unexpected argument %q", fs.Arg(0))
 	}
 	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages, NoLive: *noLive, Walk: *walk,
-		BuildIDTimeout: *bidWait, Namespaces: *nsFlag, Cgroups: *cgroups}
+		BuildIDTimeout: *bidWait, Namespaces: *nsFlag, Cgroups: *cgroups, NoBPFEvent: *noBPF}
 	if err := opts.Check(); err != nil {
 		return usageError(stderr, "dump: %v", err)
 	}

@@ -29,18 +29,19 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
 		nsFlag    = fs.Bool("namespaces", false, "record NAMESPACES for every task, as perf record --namespaces")
 		cgroups   = fs.Bool("all-cgroups", false, "record CGROUP for every cgroup, as perf record --all-cgroups")
+		noBPF     = fs.Bool("no-bpf-event", false, "record no BPF_EVENT records (KSYMBOLs stay), as perf record --no-bpf-event")
 		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
 	)
 	tf := addTargetFlags(fs, "profile")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth record [-F HZ] [-a | -p PID,... | -t TID,... | -u USER | -G CGROUP] [-g] [-o FILE]\n                    [--namespaces] [--all-cgroups] [--no-buildid] [--ring-pages N] [-- CMD ARGS]")
+		fmt.Fprintln(stderr, "usage: synth record [-F HZ] [-a | -p PID,... | -t TID,... | -u USER | -G CGROUP] [-g] [-o FILE]\n                    [--namespaces] [--all-cgroups] [--no-bpf-event] [--no-buildid] [--ring-pages N] [-- CMD ARGS]")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	opts := synth.ProfileOptions{Freq: *freq, Callchain: *callchain, NoBuildID: *noBuildID, RingPages: *ringPages,
-		Namespaces: *nsFlag, Cgroups: *cgroups}
+		Namespaces: *nsFlag, Cgroups: *cgroups, NoBPFEvent: *noBPF}
 	if err := (&synth.Options{RingPages: *ringPages}).Check(); err != nil {
 		return usageError(stderr, "record: %v", err)
 	}

@@ -3,6 +3,8 @@ package buildid
 import (
 	"encoding/binary"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,6 +167,21 @@ func (r *Reader[K]) ReadAt(m Mapping, dev procfs.Dev, is func(*mapread.Stat) boo
 // Kernel reads the running kernel's build ID from /sys/kernel/notes.
 func Kernel() []byte {
 	b, err := os.ReadFile("/sys/kernel/notes")
+	if err != nil {
+		return nil
+	}
+	return elfnote.FromNotes(b, binary.NativeEndian)
+}
+
+// Module reads the build ID of a loaded module from the notes the
+// kernel shows of it under sysModule (/sys/module):
+// NAME/notes/.note.gnu.build-id, as perf's
+// dso__kernel_module_get_build_id reads it; nil if it has none.
+func Module(sysModule, name string) []byte {
+	if name == "" || strings.ContainsAny(name, "/") || name == "." || name == ".." {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(sysModule, name, "notes", ".note.gnu.build-id"))
 	if err != nil {
 		return nil
 	}

@@ -3,10 +3,12 @@ package dump
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/synth-dev/synth/perfdata"
@@ -26,18 +28,31 @@ type KernelMap struct {
 	pgoff      uint64
 }
 
-// kernelMaps emits the kernel's text map, then one map per module, as
-// perf synthesizes them: PERF_RECORD_MMAP records, misc KERNEL, pid -1.
-// Without kernel addresses (kptr_restrict), none are emitted.
-func (d *Assembler) KernelMaps(text KernelMap) error {
-	if text.start == 0 {
+// Kernel is what the kernel's own maps are made of: the text map and,
+// on x86-64 kernels that map them, the PTI entry trampolines.
+type Kernel struct {
+	Text        KernelMap
+	Trampolines []KernelMap
+}
+
+// KernelMaps emits the kernel's text map, its entry trampolines, then
+// one map per module, by address, as perf synthesizes them
+// (perf_event__synthesize_kernel_mmap, _extra_kmaps, _modules):
+// PERF_RECORD_MMAP records, misc KERNEL, pid -1. Without kernel
+// addresses (kptr_restrict), none are emitted.
+func (d *Assembler) KernelMaps(k Kernel) error {
+	if k.Text.start == 0 {
 		return nil
 	}
 	mods, err := readModules("/proc/modules")
 	if err != nil {
 		return err
 	}
-	for _, km := range append([]KernelMap{text}, mods...) {
+	if len(mods) > 0 {
+		modulePaths(mods, libModules())
+	}
+	maps := append(append([]KernelMap{k.Text}, k.Trampolines...), mods...)
+	for _, km := range maps {
 		m := perfdata.Mmap{
 			Misc:     perfdata.MiscKernel,
 			Pid:      kernelPid,
@@ -46,10 +61,7 @@ func (d *Assembler) KernelMaps(text KernelMap) error {
 			Pgoff:    km.pgoff,
 			Filename: km.name,
 		}
-		d.buf = m.Append(d.buf[:0], d.sampleType, d.sampleID(kernelPid, 0))
-		d.Stats.Kernel++
-		d.Stats.Records++
-		if err := d.emit(d.buf); err != nil {
+		if err := d.emitKernel(m.Append(d.buf[:0], d.sampleType, d.sampleID(kernelPid, 0))); err != nil {
 			return err
 		}
 	}
@@ -64,23 +76,23 @@ func TextMap(start, end uint64) KernelMap {
 	return KernelMap{name: kernelMapName, start: start, len: end - start, pgoff: start}
 }
 
-// KallsymsText reads the kernel text map from a kallsyms file: the
-// fallback when the BPF lookup is not available.
-func KallsymsText(path string) (KernelMap, error) {
+// ReadKallsyms reads the kernel text map and the entry trampolines from
+// a kallsyms file: the fallback when the BPF lookup is not available.
+func ReadKallsyms(path string) (Kernel, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return KernelMap{}, fmt.Errorf("read kernel text: %w", err)
+		return Kernel{}, fmt.Errorf("read kernel text: %w", err)
 	}
 	defer f.Close()
-	text, etext, err := kernelText(f)
+	k, err := scanKallsyms(f)
 	if err != nil {
-		return KernelMap{}, fmt.Errorf("read kernel text from %s: %w", path, err)
+		return Kernel{}, fmt.Errorf("read kernel text from %s: %w", path, err)
 	}
-	return TextMap(text, etext), nil
+	return k, nil
 }
 
-// readModules reads the module maps; a kernel without modules has no
-// /proc/modules.
+// readModules reads the module maps, by address; a kernel without
+// modules has no /proc/modules.
 func readModules(path string) ([]KernelMap, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -94,15 +106,29 @@ func readModules(path string) ([]KernelMap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read modules from %s: %w", path, err)
 	}
+	slices.SortStableFunc(mods, func(a, b KernelMap) int { return cmp.Compare(a.start, b.start) })
 	return mods, nil
 }
 
-// kernelText finds the _text and _etext symbols in /proc/kallsyms text.
-func kernelText(r io.Reader) (text, etext uint64, err error) {
+// Trampoline symbols of x86-64 kernels 4.15 to 4.19 with page-table
+// isolation: one __entry_SYSCALL_64_trampoline per CPU, a page each,
+// mapping the code at _entry_trampoline (ENTRY_TRAMPOLINE_NAME in perf).
+const (
+	entryTrampoline   = "_entry_trampoline"
+	trampolineMapName = "__entry_SYSCALL_64_trampoline"
+)
+
+// scanKallsyms finds the _text and _etext symbols in /proc/kallsyms
+// text, and the entry trampolines as perf's
+// machine__create_extra_kernel_maps does: only if the kernel has a
+// global _entry_trampoline, which lies before _etext, is the rest read.
+func scanKallsyms(r io.Reader) (Kernel, error) {
 	sc := bufio.NewScanner(r)
+	var text, etext, entry uint64
 	var found int
-	for sc.Scan() && found < 2 {
-		addr, name, ok := kallsymsLine(sc.Bytes())
+	var tramps []uint64
+	for sc.Scan() && (found < 2 || entry != 0) {
+		addr, typ, name, ok := kallsymsLine(sc.Bytes())
 		if !ok {
 			continue
 		}
@@ -113,29 +139,44 @@ func kernelText(r io.Reader) (text, etext uint64, err error) {
 		case "_etext":
 			etext = addr
 			found++
+		case entryTrampoline:
+			if typ >= 'A' && typ <= 'Z' && entry == 0 {
+				entry = addr
+			}
+		case trampolineMapName:
+			tramps = append(tramps, addr)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, 0, err
+		return Kernel{}, err
 	}
 	if found < 2 || etext < text {
-		return 0, 0, errors.New("no _text/_etext symbols")
+		return Kernel{}, errors.New("no _text/_etext symbols")
 	}
-	return text, etext, nil
+	k := Kernel{Text: TextMap(text, etext)}
+	if entry == 0 || k.Text.start == 0 {
+		return k, nil
+	}
+	slices.Sort(tramps)
+	for _, a := range tramps {
+		k.Trampolines = append(k.Trampolines, KernelMap{name: trampolineMapName, start: a,
+			len: uint64(os.Getpagesize()), pgoff: entry})
+	}
+	return k, nil
 }
 
-// kallsymsLine splits "ffffffff81000000 T _text" into address and name;
-// module symbols ("... [mod]") are not kernel text symbols.
-func kallsymsLine(line []byte) (uint64, string, bool) {
+// kallsymsLine splits "ffffffff81000000 T _text" into address, type and
+// name; module symbols ("... [mod]") are not kernel text symbols.
+func kallsymsLine(line []byte) (uint64, byte, string, bool) {
 	f := bytes.Fields(line)
-	if len(f) != 3 {
-		return 0, "", false
+	if len(f) != 3 || len(f[1]) != 1 {
+		return 0, 0, "", false
 	}
 	addr, err := strconv.ParseUint(string(f[0]), 16, 64)
 	if err != nil {
-		return 0, "", false
+		return 0, 0, "", false
 	}
-	return addr, string(f[2]), true
+	return addr, f[1][0], string(f[2]), true
 }
 
 // parseModules reads /proc/modules lines, "name size refs deps state addr",

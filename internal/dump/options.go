@@ -24,8 +24,12 @@ type Options struct {
 	// Cgroups adds a PERF_RECORD_CGROUP for every cgroup of the cgroup2
 	// hierarchy, as perf record --all-cgroups does.
 	Cgroups bool
-	// NoKernel leaves out the kernel and module maps.
+	// NoKernel leaves out the kernel and module maps and the symbols of
+	// BPF programs.
 	NoKernel bool
+	// NoBPFEvent leaves out the PERF_RECORD_BPF_EVENT of each loaded BPF
+	// program (its KSYMBOL records stay), as perf record --no-bpf-event.
+	NoBPFEvent bool
 	// NoBuildID writes every MMAP2 record with maj/min/ino instead of
 	// the build ID of its file.
 	NoBuildID bool
@@ -111,9 +115,16 @@ func (o *Options) SampleTypeOrDefault() uint64 {
 
 // RecordFlags returns the attr bits of the optional records a dump with
 // these options synthesizes: non-executable mappings (Data), NAMESPACES,
-// CGROUP. A side-band that is to report the same opens with them.
+// CGROUP, KSYMBOL and BPF_EVENT. A side-band that is to report the same
+// opens with them.
 func (o *Options) RecordFlags() uint64 {
 	var flags uint64
+	if !o.NoKernel {
+		flags |= perfdata.AttrKsymbol
+		if !o.NoBPFEvent {
+			flags |= perfdata.AttrBPFEvent
+		}
+	}
 	if o.Data {
 		flags |= perfdata.AttrMmapData
 	}
@@ -150,9 +161,11 @@ type Stats struct {
 	Processes int    // processes with at least one record
 	Threads   int    // COMM records of tasks
 	Mappings  int    // MMAP2 records of processes
-	Kernel    int    // kernel and module map records
-	Cgroups   int    // CGROUP records (Options.Cgroups)
-	Records   int    // every record handed to the caller
+	Kernel    int    // kernel and module map records, BPF symbols
+	// BPFPrograms are the loaded BPF programs whose symbols were written.
+	BPFPrograms int
+	Cgroups     int // CGROUP records (Options.Cgroups)
+	Records     int // every record handed to the caller
 	// Lost are synthesized records the programs could not write: the
 	// dump is incomplete. The pacing keeps it 0.
 	Lost uint64

@@ -41,7 +41,7 @@ type BPF struct {
 	gen   uint64
 	ids   *buildid.Reader[synthbpf.SynthSynthFileKey] // reads the build IDs of files new to the cache
 	gate  *dump.Gate                                  // the [vsyscall] area /proc shows for every process
-	text  dump.KernelMap                              // the kernel text map; zero without kernel addresses
+	text  dump.Kernel                                 // the kernel text map; zero without kernel addresses
 	lost  uint64                                      // synth_lost already accounted for
 	// dd drops stale and duplicate synthesized records; a session feeds
 	// it the live records.
@@ -112,17 +112,19 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 
 // kernelText looks up _text and _etext once, with the kernel_text
 // program (bpf_kallsyms_lookup_name), or from /proc/kallsyms when that
-// program cannot run. The kernel text does not move while it runs.
-func (b *BPF) kernelText() (dump.KernelMap, error) {
+// program cannot run. The kernel text does not move while it runs. A
+// kernel that runs the program has no entry trampolines (they were
+// removed in 4.20, long before bpf_kallsyms_lookup_name came, in 5.16).
+func (b *BPF) kernelText() (dump.Kernel, error) {
 	var start, end uint64
 	_, err := b.objs.KernelText.Run(&ebpf.RunOptions{})
 	if err == nil {
 		err = errors.Join(b.objs.TextStart.Get(&start), b.objs.TextEnd.Get(&end))
 	}
 	if err != nil || start == 0 {
-		return dump.KallsymsText("/proc/kallsyms")
+		return dump.ReadKallsyms("/proc/kallsyms")
 	}
-	return dump.TextMap(start, end), nil
+	return dump.Kernel{Text: dump.TextMap(start, end)}, nil
 }
 
 // readBudget is the iterator read size that keeps one read's records
@@ -228,6 +230,9 @@ func (b *BPF) read(ctx context.Context, d *dump.Assembler) error {
 		if err := d.KernelMaps(b.text); err != nil {
 			return err
 		}
+	}
+	if err := d.BPFPrograms(); err != nil {
+		return err
 	}
 	if err := d.Cgroups(); err != nil {
 		return err

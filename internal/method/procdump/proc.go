@@ -32,7 +32,7 @@ type Method struct {
 	opts    dump.Options
 	threads int
 	read    procReader
-	text    dump.KernelMap
+	kernel  dump.Kernel
 	ids     *procIDs // build IDs read from the files; nil: none
 }
 
@@ -42,11 +42,11 @@ func newProcMethod(name string, opts dump.Options, threads int, read procReader)
 	}
 	m := &Method{name: name, opts: opts, threads: threads, read: read}
 	if !opts.NoKernel {
-		text, err := dump.KallsymsText("/proc/kallsyms")
+		k, err := dump.ReadKallsyms("/proc/kallsyms")
 		if err != nil {
 			return nil, err
 		}
-		m.text = text
+		m.kernel = k
 	}
 	return m, nil
 }
@@ -68,7 +68,10 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 	if m.ids != nil {
 		m.ids.begin()
 	}
-	if err := d.KernelMaps(m.text); err != nil {
+	if err := d.KernelMaps(m.kernel); err != nil {
+		return d.Stats, err
+	}
+	if err := d.BPFPrograms(); err != nil {
 		return d.Stats, err
 	}
 	if err := d.Cgroups(); err != nil {
