@@ -46,21 +46,27 @@ type array struct {
 	ptr, count, size int
 }
 
-// arrays are the arrays perf asks for (enum perf_bpil_array, in its
-// order, which is the order of the data): the JITed code, the functions'
-// addresses and lengths, the BTF function and line information, and the
-// functions' tags. Bit i of the arrays mask is perfArrays[i].
+// The arrays perf asks for (enum perf_bpil_array): the JITed code, the
+// functions' addresses and lengths, the BTF function and line
+// information, and the functions' tags.
+var (
+	jitedInsns    = array{offJitedInsns, offJitedProgLen, -1}
+	jitedKsyms    = array{offJitedKsyms, offNrJitedKsyms, -8}
+	jitedFuncLens = array{offJitedLens, offNrJitedLens, -4}
+	funcInfo      = array{offFuncInfo, offNrFuncInfo, offFuncInfoSize}
+	lineInfo      = array{offLineInfo, offNrLineInfo, offLineInfoSize}
+	jitedLineInfo = array{offJitedLineInfo, offNrJitedLine, offJitedLineSize}
+	progTags      = array{offProgTags, offNrProgTags, -tagSize}
+)
+
+// arrays are those arrays in perf's order, which is the order of the
+// data, with their bits (PERF_BPIL_*) in the mask perf writes.
 var arrays = [...]struct {
 	bit uint
 	array
 }{
-	{0, array{offJitedInsns, offJitedProgLen, -1}},                 // PERF_BPIL_JITED_INSNS
-	{3, array{offJitedKsyms, offNrJitedKsyms, -8}},                 // PERF_BPIL_JITED_KSYMS
-	{4, array{offJitedLens, offNrJitedLens, -4}},                   // PERF_BPIL_JITED_FUNC_LENS
-	{5, array{offFuncInfo, offNrFuncInfo, offFuncInfoSize}},        // PERF_BPIL_FUNC_INFO
-	{6, array{offLineInfo, offNrLineInfo, offLineInfoSize}},        // PERF_BPIL_LINE_INFO
-	{7, array{offJitedLineInfo, offNrJitedLine, offJitedLineSize}}, // PERF_BPIL_JITED_LINE_INFO
-	{8, array{offProgTags, offNrProgTags, -tagSize}},               // PERF_BPIL_PROG_TAGS
+	{0, jitedInsns}, {3, jitedKsyms}, {4, jitedFuncLens}, {5, funcInfo},
+	{6, lineInfo}, {7, jitedLineInfo}, {8, progTags},
 }
 
 const tagSize = 8 // BPF_TAG_SIZE

@@ -123,9 +123,9 @@ type Symbol struct {
 // function of one with several. A program the kernel shows no addresses
 // for (no JIT, or kernel.kptr_restrict) has none.
 func (p *Prog) Symbols(rawBTF []byte) []Symbol {
-	addrs, _ := p.array(arrays[1].array)
-	lens, _ := p.array(arrays[2].array)
-	tags, _ := p.array(arrays[6].array)
+	addrs, _ := p.array(jitedKsyms)
+	lens, _ := p.array(jitedFuncLens)
+	tags, _ := p.array(progTags)
 	n := int(u32(p.info[:], offNrJitedKsyms))
 	if n == 0 || int(u32(p.info[:], offNrJitedLens)) != n || int(u32(p.info[:], offNrProgTags)) != n ||
 		len(addrs) < 8*n || len(lens) < 4*n || len(tags) < tagSize*n {
@@ -155,7 +155,7 @@ func (p *Prog) Symbols(rawBTF []byte) []Symbol {
 // funcNames returns the BTF names of the program's n functions, nil
 // without BTF function information for each.
 func (p *Prog) funcNames(rawBTF []byte, n int) []string {
-	finfo, recSize := p.array(arrays[3].array)
+	finfo, recSize := p.array(funcInfo)
 	if rawBTF == nil || int(u32(p.info[:], offNrFuncInfo)) != n || recSize < 8 || len(finfo) < recSize*n {
 		return nil
 	}

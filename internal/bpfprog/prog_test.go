@@ -21,15 +21,15 @@ func fakeProg(name string, n int) *Prog {
 		ne.PutUint32(p.info[off:], uint32(n))
 	}
 	var data []byte
-	for _, a := range []int{1, 2, 6} {
-		ne.PutUint64(p.info[arrays[a].ptr:], uint64(len(data)))
+	for _, a := range []array{jitedKsyms, jitedFuncLens, progTags} {
+		ne.PutUint64(p.info[a.ptr:], uint64(len(data)))
 		for i := range n {
 			switch a {
-			case 1:
+			case jitedKsyms:
 				data = ne.AppendUint64(data, 0xffffffffc0000000+uint64(i)<<12)
-			case 2:
+			case jitedFuncLens:
 				data = ne.AppendUint32(data, uint32(100+i))
-			case 6:
+			case progTags:
 				data = append(data, 0xa0, byte(i), 0, 0, 0, 0, 0, 0xff)
 			}
 		}
@@ -100,7 +100,7 @@ func TestLoad(t *testing.T) {
 		t.Errorf("symbols %+v, cilium's %x %v", syms, addrs, lens)
 	}
 	insns, _ := info.JitedInsns()
-	code, n := p.array(arrays[0].array)
+	code, n := p.array(jitedInsns)
 	if n != 1 || len(insns) == 0 || !bytes.Equal(code[:len(insns)], insns) {
 		t.Errorf("JITed code of %d bytes differs from cilium's %d", len(code), len(insns))
 	}
