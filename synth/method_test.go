@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/synth-dev/synth/internal/elfnote"
 	"github.com/synth-dev/synth/internal/testenv"
@@ -110,4 +113,66 @@ func diffLines(want, got []string) string {
 		fmt.Fprintf(&b, "%d lines, want %d (duplicates)\n", len(got), len(want))
 	}
 	return b.String()
+}
+
+// procquery names a file once per mount namespace: the same file, run
+// through a bind mount that only another namespace has, keeps the path
+// that namespace maps it by, as /proc/PID/maps shows; so does bpf.
+func TestProcqueryNamesPerMountNS(t *testing.T) {
+	testenv.Root(t)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, d := range []string{a, b} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prog, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "sleep"), prog, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	direct := exec.Command(filepath.Join(a, "sleep"), "600")
+	bound := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+		`mount --bind "$1" "$2" && exec "$2/sleep" 600`, "sh", a, b)
+	for _, c := range []*exec.Cmd{direct, bound} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	}
+	pids := []int{direct.Process.Pid, bound.Process.Pid}
+	want := map[int]string{pids[0]: filepath.Join(a, "sleep"), pids[1]: filepath.Join(b, "sleep")}
+	for pid, exe := range want { // wait for the exec
+		for i := 0; ; i++ {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); l == exe {
+				break
+			}
+			if i == 500 {
+				t.Fatalf("pid %d did not run %s", pid, exe)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	opts := synth.Options{Pids: pids, NoKernel: true}
+	oracle := recordsOf(t, synth.MethodProcmaps, opts, 1)
+	for pid, exe := range want {
+		if !slices.ContainsFunc(oracle, func(l string) bool {
+			return strings.HasPrefix(l, fmt.Sprintf("mmap2 %d ", pid)) && strings.Contains(l, strconv.Quote(exe))
+		}) {
+			t.Fatalf("/proc/%d/maps does not name %s", pid, exe)
+		}
+	}
+	opts.NoBuildID = true
+	for _, m := range []struct {
+		name    string
+		threads int
+	}{{synth.MethodProcquery, 1}, {synth.MethodProcquery, 2}, {synth.MethodBPF, 0}} {
+		got := recordsOf(t, m.name, opts, m.threads)
+		if d := diffLines(oracle, got); d != "" {
+			t.Errorf("%s-%d differs from procmaps:\n%s", m.name, m.threads, d)
+		}
+	}
 }

@@ -38,3 +38,13 @@ func Namespaces(pid, tid int) [7]NSLink {
 	}
 	return links
 }
+
+// MountNS returns the inode of process pid's mount namespace, or false
+// when it cannot be read (the process exited, or is not ours to inspect).
+func MountNS(pid int) (uint64, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/ns/mnt", &st); err != nil {
+		return 0, false
+	}
+	return st.Ino, true
+}

@@ -21,8 +21,15 @@ type procMapping struct {
 	BuildID []byte // nil: unknown
 }
 
-// procReader reads the mappings of one process.
-type procReader func(pid int) ([]procMapping, error)
+// mapReader reads the mappings of one process at a time. Each worker of
+// a dump has its own, with its buffers and caches, made for the dump.
+type mapReader interface {
+	// read calls fn with each mapping of process pid, by address, and
+	// returns why it stopped early, if it did. With execOnly (the
+	// default, without Options.Data) it reports executable mappings
+	// only. mp is valid until fn returns.
+	read(pid int, fn func(mp *procMapping)) error
+}
 
 // Method synthesizes records from /proc, one process per task of a
 // pool of workers, and writes them in perf's order. Procmaps and
@@ -31,16 +38,16 @@ type Method struct {
 	name    string
 	opts    dump.Options
 	threads int
-	read    procReader
+	reader  func() mapReader // a reader for a worker of one dump
 	kernel  dump.Kernel
 	ids     *procIDs // build IDs read from the files; nil: none
 }
 
-func newProcMethod(name string, opts dump.Options, threads int, read procReader) (*Method, error) {
+func newProcMethod(name string, opts dump.Options, threads int, reader func() mapReader) (*Method, error) {
 	if threads <= 0 {
 		threads = 1
 	}
-	m := &Method{name: name, opts: opts, threads: threads, read: read}
+	m := &Method{name: name, opts: opts, threads: threads, reader: reader}
 	if !opts.NoKernel {
 		k, err := dump.ReadKallsyms("/proc/kallsyms")
 		if err != nil {
@@ -105,6 +112,7 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 			}
 			rec = rec[n:]
 		}
+		putRecs(r.recs)
 		return nil
 	})
 	if m.ids != nil {
@@ -130,6 +138,7 @@ func (m *Method) run(ctx context.Context, pids []int, want func(uint32) bool, wr
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			rd := m.reader()
 			for {
 				select {
 				case window <- struct{}{}:
@@ -144,7 +153,7 @@ func (m *Method) run(ctx context.Context, pids []int, want func(uint32) bool, wr
 					<-window
 					return
 				}
-				slots[i] <- m.process(pids[i], want)
+				slots[i] <- m.process(rd, pids[i], want)
 			}
 		}()
 	}
@@ -167,7 +176,7 @@ func (m *Method) run(ctx context.Context, pids []int, want func(uint32) bool, wr
 // process synthesizes one process: FORK, NAMESPACES (with
 // Options.Namespaces) and COMM for each thread, then MMAP2 for its
 // mappings. A process that is gone comes back marked gone.
-func (m *Method) process(pid int, want func(uint32) bool) *procResult {
+func (m *Method) process(rd mapReader, pid int, want func(uint32) bool) *procResult {
 	r := &procResult{}
 	st := m.opts.SampleTypeOrDefault()
 	comms, err := procfs.ReadComms(pid)
@@ -175,22 +184,27 @@ func (m *Method) process(pid int, want func(uint32) bool) *procResult {
 		r.gone = true
 		return r
 	}
+	r.recs = m.taskRecords(getRecs(), pid, comms, st, want)
+	r.threads = len(comms)
 	// The process exists (its comms were read): a kernel thread has no
 	// maps, /proc/1/maps may be unreadable, and a process exiting now
 	// loses them. Its threads are reported either way.
-	maps, err := m.read(pid)
 	p := uint32(pid)
-	r.unreadable = errors.Is(err, fs.ErrPermission)
-	r.recs = m.taskRecords(r.recs, pid, comms, st, want)
-	r.threads = len(comms)
-	for _, mp := range maps {
-		if mp.Prot&unix.PROT_EXEC == 0 && !m.opts.Data {
-			continue
+	err = rd.read(pid, func(mp *procMapping) {
+		if mp.Prot&unix.PROT_EXEC != 0 || m.opts.Data {
+			r.recs = m.mmap2(r, mp, p, st)
 		}
-		r.recs = m.mmap2(r, mp, p, st)
-	}
+	})
+	r.unreadable = errors.Is(err, fs.ErrPermission)
 	return r
 }
+
+// recPool holds the record buffers of processes already written.
+var recPool = sync.Pool{New: func() any { return new([]byte) }}
+
+func getRecs() []byte { return (*recPool.Get().(*[]byte))[:0] }
+
+func putRecs(b []byte) { recPool.Put(&b) }
 
 // taskRecords appends the thread records of process pid, tids ascending:
 // FORK, NAMESPACES and COMM, as perf synthesizes them from /proc. The
@@ -231,7 +245,7 @@ func (m *Method) taskRecords(b []byte, pid int, comms map[int]string, st uint64,
 
 // mmap2 appends the MMAP2 record of one mapping, as perf synthesizes it
 // from /proc: anonymous mappings named //anon, page offset as /proc shows.
-func (m *Method) mmap2(r *procResult, mp procMapping, pid uint32, st uint64) []byte {
+func (m *Method) mmap2(r *procResult, mp *procMapping, pid uint32, st uint64) []byte {
 	rec := perfdata.Mmap2{
 		Misc: perfdata.MiscUser, Pid: pid, Tid: pid,
 		Addr: mp.Start, Len: mp.End - mp.Start, Pgoff: mp.Pgoff,
@@ -248,7 +262,7 @@ func (m *Method) mmap2(r *procResult, mp procMapping, pid uint32, st uint64) []b
 		r.files++
 	}
 	if mp.Ino != 0 && mp.BuildID == nil && m.ids != nil && !m.opts.NoBuildID {
-		mp.BuildID = m.ids.of(int(pid), &mp)
+		mp.BuildID = m.ids.of(int(pid), mp)
 	}
 	if mp.BuildID != nil && !m.opts.NoBuildID {
 		rec.BuildID = mp.BuildID

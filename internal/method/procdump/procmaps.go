@@ -1,6 +1,9 @@
 package procdump
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/procfs"
 )
@@ -10,15 +13,32 @@ import (
 // --num-thread-synthesize does. It needs no privilege beyond reading
 // those files, and provides no build IDs.
 func NewProcmaps(opts dump.Options, threads int) (*Method, error) {
-	return newProcMethod("procmaps", opts, threads, func(pid int) ([]procMapping, error) {
-		maps, err := procfs.ReadMaps(pid)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]procMapping, len(maps))
-		for i, m := range maps {
-			out[i] = procMapping{Mapping: m}
-		}
-		return out, nil
+	return newProcMethod("procmaps", opts, threads, func() mapReader {
+		return &mapsReader{execOnly: !opts.Data}
 	})
+}
+
+// mapsReader parses /proc/PID/maps in place (procfs.MapsScanner): a
+// line that is not executable is dropped on its permission column,
+// and no line is copied.
+type mapsReader struct {
+	scan     procfs.MapsScanner
+	execOnly bool
+	mp       procMapping
+}
+
+func (r *mapsReader) read(pid int, fn func(*procMapping)) error {
+	f, err := os.Open(pidPath(pid, "maps"))
+	if err != nil {
+		return fmt.Errorf("read maps of pid %d: %w", pid, err)
+	}
+	defer f.Close()
+	err = r.scan.Scan(f, r.execOnly, func(m *procfs.Mapping) {
+		r.mp = procMapping{Mapping: *m}
+		fn(&r.mp)
+	})
+	if err != nil {
+		return fmt.Errorf("read maps of pid %d: %w", pid, err)
+	}
+	return nil
 }

@@ -56,8 +56,8 @@ func NewProcquery(opts dump.Options, threads int) (*Method, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newProcMethod("procquery", opts, threads, func(pid int) ([]procMapping, error) {
-		return queryMaps(pid, gate, !opts.Data)
+	m, err := newProcMethod("procquery", opts, threads, func() mapReader {
+		return newQueryReader(gate, !opts.Data)
 	})
 	if err != nil {
 		return nil, err
@@ -70,54 +70,147 @@ func NewProcquery(opts dump.Options, threads int) (*Method, error) {
 var ErrNoProcquery = errors.New("PROCMAP_QUERY ioctl not supported by this kernel")
 
 func probeProcquery() error {
-	_, err := queryMaps(os.Getpid(), nil, false)
+	err := newQueryReader(nil, false).read(os.Getpid(), func(*procMapping) {})
 	if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL) {
 		return ErrNoProcquery
 	}
 	return err
 }
 
-// queryMaps walks the VMAs of pid with PROCMAP_QUERY and appends the gate
-// area, which /proc/PID/maps shows but the VMA tree does not hold. With
-// execOnly the kernel skips the VMAs that are not executable
+// queryReader walks the VMAs of a process with PROCMAP_QUERY and appends
+// the gate area, which /proc/PID/maps shows but the VMA tree does not
+// hold.
+//
+// With execOnly the kernel skips the VMAs that are not executable
 // (PROCMAP_QUERY_VMA_EXECUTABLE): one ioctl per executable VMA, instead
-// of one per VMA.
-func queryMaps(pid int, gate *dump.Gate, execOnly bool) ([]procMapping, error) {
+// of one per VMA. It then asks without the name, which costs the kernel
+// a d_path(): a file it has seen in this dump, in the same mount
+// namespace, is named as it was then, and only the first mapping of a
+// file, or a VMA with no inode, takes a second ioctl for its name. The
+// mount namespace is in the key because the same file mapped through
+// another mount has another path; two hard links to one file in one
+// namespace are named by the first one seen, with the same build ID.
+// With --data every VMA is asked for with its name, in one ioctl.
+type queryReader struct {
+	gate     *dump.Gate
+	execOnly bool
+	name     []byte
+	names    map[nameKey]string // files this worker has named in this dump
+	anon     map[string]string  // names of VMAs without a file, interned
+	mp       procMapping
+}
+
+// nameKey is a file as seen from one mount namespace.
+type nameKey struct {
+	mntns uint64
+	fileKey
+}
+
+func newQueryReader(gate *dump.Gate, execOnly bool) *queryReader {
+	return &queryReader{gate: gate, execOnly: execOnly, name: make([]byte, 4096),
+		names: make(map[nameKey]string), anon: make(map[string]string)}
+}
+
+func (r *queryReader) read(pid int, fn func(*procMapping)) error {
 	f, err := os.Open(pidPath(pid, "maps"))
 	if err != nil {
-		return nil, fmt.Errorf("query maps of pid %d: %w", pid, err)
+		return fmt.Errorf("query maps of pid %d: %w", pid, err)
 	}
 	defer f.Close()
-	var (
-		maps []procMapping
-		name = make([]byte, 4096)
-		q    procmapQuery
-	)
-	flags := uint64(pmqCoveringOrNext)
-	if execOnly {
+	fd := f.Fd()
+	mntns, cache := procfs.MountNS(pid)
+	var flags uint64 = pmqCoveringOrNext
+	if r.execOnly {
 		flags |= pmqExecutable
 	}
+	found := false
 	for addr := uint64(0); ; {
-		q = procmapQuery{
-			Size: uint64(unsafe.Sizeof(q)), QueryFlags: flags, QueryAddr: addr,
-			VMANameSize: uint32(len(name)), VMANameAddr: uint64(uintptr(unsafe.Pointer(&name[0]))),
-		}
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), uintptr(procmapQueryIoctl), uintptr(unsafe.Pointer(&q)))
-		runtime.KeepAlive(name)
+		var q procmapQuery
+		errno := r.query(fd, &q, addr, flags, !r.execOnly)
 		if errno == unix.ENOENT {
 			break // no VMA at or after addr
 		}
 		if errno != 0 {
-			return nil, fmt.Errorf("query maps of pid %d: %w", pid, errno)
+			return fmt.Errorf("query maps of pid %d: %w", pid, errno)
 		}
-		maps = append(maps, toMapping(&q, name))
 		addr = q.VMAEnd
+		path, named := r.known(&q, mntns, cache)
+		if !named {
+			// The same VMA again, with its name: the one covering its
+			// start, if it is still executable.
+			errno = r.query(fd, &q, q.VMAStart, flags&^pmqCoveringOrNext, true)
+			if errno == unix.ENOENT {
+				continue // unmapped or changed since: as if not seen
+			}
+			if errno != 0 {
+				return fmt.Errorf("query maps of pid %d: %w", pid, errno)
+			}
+			addr = q.VMAEnd
+			path = r.remember(&q, mntns, cache)
+		}
+		r.mp = toMapping(&q, path)
+		fn(&r.mp)
+		found = true
 	}
-	if gate != nil && len(maps) > 0 && !compat(pid) {
-		maps = append(maps, procMapping{Mapping: procfs.Mapping{Start: gate.Start, End: gate.End,
-			Prot: gate.Prot, Path: dump.GateName}})
+	if r.gate != nil && found && !compat(pid) {
+		r.mp = procMapping{Mapping: procfs.Mapping{Start: r.gate.Start, End: r.gate.End,
+			Prot: r.gate.Prot, Path: dump.GateName}}
+		fn(&r.mp)
 	}
-	return maps, nil
+	return nil
+}
+
+// known returns the name of q's VMA if the query brought it (not
+// execOnly), or if its file was named before in mount namespace mntns.
+func (r *queryReader) known(q *procmapQuery, mntns uint64, cache bool) (string, bool) {
+	if !r.execOnly {
+		return r.remember(q, mntns, cache), true
+	}
+	if !cache || q.Inode == 0 {
+		return "", false
+	}
+	path, ok := r.names[nameKey{mntns, fileKey{q.DevMajor, q.DevMinor, q.Inode}}]
+	return path, ok
+}
+
+// remember returns the name the kernel wrote for q into r.name, a file's
+// path as /proc/PID/maps shows it, or a name such as [vdso], and keeps
+// it: the string is made once per name.
+func (r *queryReader) remember(q *procmapQuery, mntns uint64, cache bool) string {
+	if q.VMANameSize <= 1 {
+		return "" // the size counts the NUL
+	}
+	b := r.name[:q.VMANameSize-1]
+	if q.Inode == 0 {
+		if s, ok := r.anon[string(b)]; ok {
+			return s
+		}
+		s := string(b)
+		r.anon[s] = s
+		return s
+	}
+	key := nameKey{mntns, fileKey{q.DevMajor, q.DevMinor, q.Inode}}
+	if s, ok := r.names[key]; ok && s == string(b) {
+		return s
+	}
+	s := string(b)
+	if cache {
+		r.names[key] = s
+	}
+	return s
+}
+
+// query asks for the VMA at or after addr as flags say, with its name
+// in r.name if withName.
+func (r *queryReader) query(fd uintptr, q *procmapQuery, addr, flags uint64, withName bool) unix.Errno {
+	*q = procmapQuery{Size: uint64(unsafe.Sizeof(*q)), QueryFlags: flags, QueryAddr: addr}
+	if withName {
+		q.VMANameSize = uint32(len(r.name))
+		q.VMANameAddr = uint64(uintptr(unsafe.Pointer(&r.name[0])))
+	}
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, uintptr(procmapQueryIoctl), uintptr(unsafe.Pointer(q)))
+	runtime.KeepAlive(r.name)
+	return errno
 }
 
 // compat reports whether process pid runs a 32-bit executable (i386 or
@@ -133,10 +226,10 @@ func compat(pid int) bool {
 	return err == nil && string(ident[:4]) == "\x7fELF" && ident[4] == 1 // ELFCLASS32
 }
 
-func toMapping(q *procmapQuery, name []byte) procMapping {
+func toMapping(q *procmapQuery, path string) procMapping {
 	m := procMapping{Mapping: procfs.Mapping{
 		Start: q.VMAStart, End: q.VMAEnd, Pgoff: q.VMAOffset, Ino: q.Inode,
-		Maj: q.DevMajor, Min: q.DevMinor, Shared: q.VMAFlags&pmqShared != 0,
+		Maj: q.DevMajor, Min: q.DevMinor, Shared: q.VMAFlags&pmqShared != 0, Path: path,
 	}}
 	if q.VMAFlags&pmqReadable != 0 {
 		m.Prot |= unix.PROT_READ
@@ -146,9 +239,6 @@ func toMapping(q *procmapQuery, name []byte) procMapping {
 	}
 	if q.VMAFlags&pmqExecutable != 0 {
 		m.Prot |= unix.PROT_EXEC
-	}
-	if q.VMANameSize > 1 {
-		m.Path = string(name[:q.VMANameSize-1]) // the size counts the NUL
 	}
 	return m
 }
