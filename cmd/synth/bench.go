@@ -22,7 +22,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var (
 		reps    = fs.Int("reps", 5, "runs per method")
-		threads = fs.Int("threads", 0, "procmaps runs with 1..N workers (default: one per CPU)")
+		threads = fs.Int("threads", 0, "procmaps and procquery run with 1..N workers (default: one per CPU)")
 		asJSON  = fs.Bool("json", false, "print JSON instead of a table")
 		sweep   = fs.String("sweep", "", "measure with load processes adding these VMA `counts` (e.g. 10k,100k,500k)")
 		svg     = fs.String("svg", "bench.svg", "with --sweep, plot time against VMAs into this `file`")

@@ -39,7 +39,7 @@ func TestBenchJSON(t *testing.T) {
 			t.Errorf("%s: %+v", m.Name, m)
 		}
 	}
-	want := []string{"bpf", "bpf-cold", "bpf-iter", "bpf-nobuildid", "bpf-nolive", "procmaps-1", "procmaps-2", "procquery", "floor-maple", "floor-iter", "perf-st", "perf-mt"}
+	want := []string{"bpf", "bpf-cold", "bpf-iter", "bpf-nobuildid", "bpf-nolive", "procmaps-1", "procmaps-2", "procquery-1", "procquery-2", "floor-maple", "floor-iter", "perf-st", "perf-mt", "perf-buildid"}
 	if !slices.Equal(names, want) {
 		t.Errorf("methods %v, want %v", names, want)
 	}

@@ -5,9 +5,12 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -15,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/synth-dev/synth/perfdata"
 )
 
 // Config says what to run.
@@ -22,7 +27,7 @@ type Config struct {
 	Synth    string    // the synth binary whose dump command runs each method
 	Perf     string    // perf, or "" to leave perf's synthesis out
 	Reps     int       // runs per method (0: 5)
-	Threads  int       // procmaps runs with 1..Threads workers (0: one per CPU)
+	Threads  int       // procmaps and procquery run with 1..Threads workers (0: one per CPU)
 	Progress io.Writer // a progress line, rewritten in place; nil: none
 }
 
@@ -45,9 +50,13 @@ type method struct {
 	cmd  func() *exec.Cmd
 	// parse reads the run's time, mappings and records from its output.
 	parse func(stdout, stderr string) (time.Duration, int, int, error)
+	// base, if set, is cmd without the synthesis: the method's time is
+	// cmd's wall time less base's, run right before it, and parse's
+	// time is not used.
+	base func() *exec.Cmd
 }
 
-func (c *Config) methods() []method {
+func (c *Config) methods(tmp string) []method {
 	dump := func(args ...string) func() *exec.Cmd {
 		return func() *exec.Cmd {
 			return exec.Command(c.Synth, append([]string{"dump", "--no-kernel", "-o", "/dev/null"}, args...)...)
@@ -57,19 +66,21 @@ func (c *Config) methods() []method {
 	// cache filled), as a profiler's repeated dumps are; bpf-cold is
 	// the first dump of a fresh process.
 	ms := []method{
-		{"bpf", dump("--method", "bpf", "--warmup", "1"), parseSynth},
-		{"bpf-cold", dump("--method", "bpf"), parseSynth},
-		{"bpf-iter", dump("--method", "bpf", "--walk", "iter", "--warmup", "1"), parseSynth},
-		{"bpf-nobuildid", dump("--method", "bpf", "--no-buildid", "--warmup", "1"), parseSynth},
-		{"bpf-nolive", dump("--method", "bpf", "--no-live", "--warmup", "1"), parseSynth},
+		{name: "bpf", cmd: dump("--method", "bpf", "--warmup", "1"), parse: parseSynth},
+		{name: "bpf-cold", cmd: dump("--method", "bpf"), parse: parseSynth},
+		{name: "bpf-iter", cmd: dump("--method", "bpf", "--walk", "iter", "--warmup", "1"), parse: parseSynth},
+		{name: "bpf-nobuildid", cmd: dump("--method", "bpf", "--no-buildid", "--warmup", "1"), parse: parseSynth},
+		{name: "bpf-nolive", cmd: dump("--method", "bpf", "--no-live", "--warmup", "1"), parse: parseSynth},
 	}
-	for n := 1; n <= c.Threads; n++ {
-		ms = append(ms, method{fmt.Sprintf("procmaps-%d", n), dump("--method", "procmaps", "--threads", strconv.Itoa(n)), parseSynth})
+	for _, name := range []string{"procmaps", "procquery"} {
+		for n := 1; n <= c.Threads; n++ {
+			ms = append(ms, method{name: fmt.Sprintf("%s-%d", name, n),
+				cmd: dump("--method", name, "--threads", strconv.Itoa(n)), parse: parseSynth})
+		}
 	}
 	ms = append(ms,
-		method{"procquery", dump("--method", "procquery", "--threads", strconv.Itoa(c.Threads)), parseSynth},
-		method{"floor-maple", dump("--method", "floor", "--walk", "maple"), parseSynth},
-		method{"floor-iter", dump("--method", "floor", "--walk", "iter"), parseSynth})
+		method{name: "floor-maple", cmd: dump("--method", "floor", "--walk", "maple"), parse: parseSynth},
+		method{name: "floor-iter", cmd: dump("--method", "floor", "--walk", "iter"), parse: parseSynth})
 	if c.Perf != "" {
 		perf := func(n int) func() *exec.Cmd {
 			return func() *exec.Cmd {
@@ -77,9 +88,59 @@ func (c *Config) methods() []method {
 					"-m", strconv.Itoa(n), "-M", strconv.Itoa(n), "-I", "1")
 			}
 		}
-		ms = append(ms, method{"perf-st", perf(1), parsePerf}, method{"perf-mt", perf(c.Threads), parsePerf})
+		ms = append(ms, method{name: "perf-st", cmd: perf(1), parse: parsePerf},
+			method{name: "perf-mt", cmd: perf(c.Threads), parse: parsePerf},
+			c.perfBuildID(filepath.Join(tmp, "perf-buildid.data")))
 	}
 	return ms
+}
+
+// perfBuildID is perf's synthesis as perf record does it by default
+// today, build IDs read from each file (--buildid-mmap): perf record -a
+// of the dummy event around /bin/true, with its synthesis (--synth=mmap)
+// less without it (--synth=no). --no-bpf-event keeps perf's side-band
+// thread out: stopping it waits out a one-second poll, which would hide
+// the synthesis in both runs.
+func (c *Config) perfBuildID(out string) method {
+	record := func(synth string) func() *exec.Cmd {
+		return func() *exec.Cmd {
+			return exec.Command(c.Perf, "record", "-q", "-a", "-e", "dummy", "--no-bpf-event",
+				"--buildid-mmap", "--synth="+synth, "-o", out, "--", "true")
+		}
+	}
+	return method{name: "perf-buildid", cmd: record("mmap"), base: record("no"),
+		parse: func(string, string) (time.Duration, int, int, error) { return countRecords(out) }}
+}
+
+// countRecords counts the MMAP2 records, and all records, of a perf.data.
+func countRecords(path string) (time.Duration, int, int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	rd, err := perfdata.NewReader(f, fi.Size())
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	var maps, recs int
+	for {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return 0, maps, recs, nil
+		}
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("%s: %w", path, err)
+		}
+		recs++
+		if rec.Type == perfdata.RecordMmap2 {
+			maps++
+		}
+	}
 }
 
 // run is one run's measurements.
@@ -99,7 +160,12 @@ func Run(ctx context.Context, c Config, vmas int) ([]Result, error) {
 	if c.Threads <= 0 {
 		c.Threads = runtime.NumCPU()
 	}
-	ms := c.methods()
+	tmp, err := os.MkdirTemp("", "synth-bench")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	ms := c.methods(tmp)
 	runs := make([][]run, len(ms))
 	for rep := range c.Reps {
 		for i, m := range ms {
@@ -120,27 +186,48 @@ func Run(ctx context.Context, c Config, vmas int) ([]Result, error) {
 }
 
 func runOnce(ctx context.Context, m method) (run, error) {
+	var base time.Duration
+	if m.base != nil {
+		var err error
+		if _, _, base, err = runCmd(ctx, m.base()); err != nil {
+			return run{}, err
+		}
+	}
 	cmd := m.cmd()
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		return run{}, err
-	}
-	stop := context.AfterFunc(ctx, func() { cmd.Process.Kill() })
-	err := cmd.Wait()
-	stop()
-	if err != nil {
-		return run{}, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	d, mappings, records, err := m.parse(stdout.String(), stderr.String())
+	stdout, stderr, wall, err := runCmd(ctx, cmd)
 	if err != nil {
 		return run{}, err
+	}
+	d, mappings, records, err := m.parse(stdout, stderr)
+	if err != nil {
+		return run{}, err
+	}
+	if m.base != nil {
+		d = max(wall-base, 0)
 	}
 	var rss int64
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		rss = ru.Maxrss << 10 // KiB
 	}
 	return run{d: d, mappings: mappings, records: records, rss: rss}, nil
+}
+
+// runCmd runs cmd to its end and returns its output and wall time.
+func runCmd(ctx context.Context, cmd *exec.Cmd) (stdout, stderr string, wall time.Duration, err error) {
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return "", "", 0, err
+	}
+	stop := context.AfterFunc(ctx, func() { cmd.Process.Kill() })
+	err = cmd.Wait()
+	wall = time.Since(start)
+	stop()
+	if err != nil {
+		return "", "", 0, fmt.Errorf("%v: %s", err, strings.TrimSpace(errOut.String()))
+	}
+	return out.String(), errOut.String(), wall, nil
 }
 
 var (

@@ -1,12 +1,16 @@
 package bench
 
 import (
+	"context"
 	"encoding/xml"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/synth-dev/synth/perfdata"
 )
 
 func TestParseSynth(t *testing.T) {
@@ -68,5 +72,52 @@ func TestWriteSVG(t *testing.T) {
 	}
 	if strings.Count(string(b), "<polyline") != 2 || !strings.Contains(string(b), ">perf-st<") {
 		t.Errorf("want a line and a label per method:\n%s", b)
+	}
+}
+
+// A method with a base takes its wall time less the base's.
+func TestRunOnceBase(t *testing.T) {
+	sleep := func(s string) func() *exec.Cmd { return func() *exec.Cmd { return exec.Command("sleep", s) } }
+	m := method{name: "x", cmd: sleep("0.4"), base: sleep("0.1"),
+		parse: func(string, string) (time.Duration, int, int, error) { return time.Hour, 3, 4, nil }}
+	r, err := runOnce(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.d < 250*time.Millisecond || r.d > time.Second || r.mappings != 3 || r.records != 4 {
+		t.Errorf("%+v, want about 300ms, 3 mappings, 4 records", r)
+	}
+}
+
+// countRecords counts what a perf.data holds: here two MMAP2 records
+// and a COMM, in file mode.
+func TestCountRecords(t *testing.T) {
+	const st = perfdata.SampleTID | perfdata.SampleTime
+	path := filepath.Join(t.TempDir(), "perf.data")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	attr := perfdata.Attr{Type: 1, Config: 9, SampleType: st, Flags: perfdata.AttrSampleIDAll | perfdata.AttrMmap2}
+	w, err := perfdata.NewWriter(f, perfdata.WriterOptions{Attrs: []perfdata.WriterAttr{{Attr: attr, Name: "dummy:u"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := &perfdata.SampleID{Pid: 42, Tid: 42}
+	for _, addr := range []uint64{0x400000, 0x500000} {
+		m := perfdata.Mmap2{Misc: perfdata.MiscUser, Pid: 42, Tid: 42, Addr: addr, Len: 0x1000, Prot: 5, Flags: 2, Filename: "/usr/bin/true"}
+		w.WriteRecord(m.Append(nil, st, sid))
+	}
+	c := perfdata.Comm{Pid: 42, Tid: 42, Comm: "true"}
+	w.WriteRecord(c.Append(nil, st, sid))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, maps, recs, err := countRecords(path); err != nil || maps != 2 || recs != 3 {
+		t.Errorf("%d MMAP2 records of %d, %v; want 2 of 3", maps, recs, err)
+	}
+	if _, _, _, err := countRecords(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("a missing file: no error")
 	}
 }
