@@ -62,7 +62,9 @@ func TestMethodsAgree(t *testing.T) {
 	spec := everything
 	spec.Maps = []testproc.MapSpec{{Path: good}}
 	p := testproc.StartT(t, spec)
-	q := testproc.StartT(t, testproc.Spec{Threads: []string{"other"}})
+	// q maps the same file: procquery names it and reads its build ID
+	// once, for p, and q gets both from its caches.
+	q := testproc.StartT(t, testproc.Spec{Threads: []string{"other"}, Maps: []testproc.MapSpec{{Path: good}}})
 	for _, data := range []bool{false, true} {
 		opts := synth.Options{Pids: []int{p.Pid, q.Pid}, Data: data, NoKernel: true, NoBuildID: true}
 		want := recordsOf(t, synth.MethodBPF, opts, 0)
@@ -77,10 +79,13 @@ func TestMethodsAgree(t *testing.T) {
 		}
 	}
 	// Build IDs: only bpf and procquery provide them.
-	opts := synth.Options{Pids: []int{p.Pid}, Data: true, NoKernel: true}
-	bpf, pq := recordsOf(t, synth.MethodBPF, opts, 0), recordsOf(t, synth.MethodProcquery, opts, 1)
-	if d := diffLines(bpf, pq); d != "" {
-		t.Errorf("with build ids, procquery differs from bpf:\n%s", d)
+	opts := synth.Options{Pids: []int{p.Pid, q.Pid}, Data: true, NoKernel: true}
+	bpf := recordsOf(t, synth.MethodBPF, opts, 0)
+	for _, threads := range []int{1, 2} {
+		pq := recordsOf(t, synth.MethodProcquery, opts, threads)
+		if d := diffLines(bpf, pq); d != "" {
+			t.Errorf("with build ids, procquery-%d differs from bpf:\n%s", threads, d)
+		}
 	}
 	if !slices.ContainsFunc(bpf, func(l string) bool { return strings.Contains(l, "deadbeef") }) {
 		t.Error("no build id on the crafted file's mapping")
