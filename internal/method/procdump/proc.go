@@ -124,6 +124,19 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 // run reads the processes with the worker pool and hands the results to
 // write in pid order. At most 4 results per worker wait to be written.
 func (m *Method) run(ctx context.Context, pids []int, want func(uint32) bool, write func(*procResult) error) error {
+	if m.threads == 1 {
+		// One worker: the caller's goroutine, with no hand-off per process.
+		rd := m.reader()
+		for _, pid := range pids {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := write(m.process(rd, pid, want)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := make([]chan *procResult, len(pids))
