@@ -90,7 +90,9 @@ func probeProcquery() error {
 // mount namespace is in the key because the same file mapped through
 // another mount has another path; two hard links to one file in one
 // namespace are named by the first one seen, with the same build ID.
-// With --data every VMA is asked for with its name, in one ioctl.
+// With Options.Data (--data) every VMA is asked for with its name, in
+// one ioctl. The caches belong to one worker of one dump: a later dump
+// sees renames and deletions.
 type queryReader struct {
 	gate     *dump.Gate
 	execOnly bool
