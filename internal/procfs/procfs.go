@@ -105,18 +105,23 @@ func parseLine(line []byte) (Mapping, error) {
 		return m, fmt.Errorf("malformed %q", line)
 	}
 	m.Maj, m.Min = uint32(ma), uint32(mi)
-	p := f[1]
-	if p[0] == 'r' {
+	m.setPerms(f[1][0], f[1][1], f[1][2], f[1][3])
+	return m, nil
+}
+
+// setPerms reads the permission column, "rwxp" or "rwxs" with '-' for a
+// permission not given.
+func (m *Mapping) setPerms(r, w, x, s byte) {
+	if r == 'r' {
 		m.Prot |= 1
 	}
-	if p[1] == 'w' {
+	if w == 'w' {
 		m.Prot |= 2
 	}
-	if p[2] == 'x' {
+	if x == 'x' {
 		m.Prot |= 4
 	}
-	m.Shared = p[3] == 's'
-	return m, nil
+	m.Shared = s == 's'
 }
 
 // ReadMaps reads /proc/PID/maps. A process that is gone gives an error

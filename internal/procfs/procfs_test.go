@@ -49,15 +49,18 @@ func TestParseMaps(t *testing.T) {
 	}
 }
 
+// malformedMaps are maps texts both parsers reject.
+var malformedMaps = []string{
+	"zz-10 r-xp 0 00:00 0\n",
+	"10-20 r-x 0 00:00 0\n",
+	"10-20 r-xp 0 0000 0\n",
+	"10-20 r-xp 0 00:00\n",
+	"10-20 r-xp 0 00:00 x /a\n",
+	"10-20 r-xp 0 00:00 1 /" + strings.Repeat("a", 5000) + "\n",
+}
+
 func TestParseMapsErrors(t *testing.T) {
-	for _, in := range []string{
-		"zz-10 r-xp 0 00:00 0\n",
-		"10-20 r-x 0 00:00 0\n",
-		"10-20 r-xp 0 0000 0\n",
-		"10-20 r-xp 0 00:00\n",
-		"10-20 r-xp 0 00:00 x /a\n",
-		"10-20 r-xp 0 00:00 1 /" + strings.Repeat("a", 5000) + "\n",
-	} {
+	for _, in := range malformedMaps {
 		if _, err := ParseMaps(strings.NewReader(in)); err == nil {
 			t.Errorf("ParseMaps(%.40q) = nil error", in)
 		}

@@ -107,16 +107,7 @@ func (s *MapsScanner) parse(l []byte, execOnly bool, m *Mapping) (bool, error) {
 		return false, fmt.Errorf("malformed %q", l)
 	}
 	m.Maj, m.Min = uint32(maj), uint32(min)
-	if perms[0] == 'r' {
-		m.Prot |= 1
-	}
-	if perms[1] == 'w' {
-		m.Prot |= 2
-	}
-	if perms[2] == 'x' {
-		m.Prot |= 4
-	}
-	m.Shared = perms[3] == 's'
+	m.setPerms(perms[0], perms[1], perms[2], perms[3])
 	m.Path = s.intern(bytes.TrimLeft(rest, " "))
 	return true, nil
 }

@@ -86,20 +86,14 @@ func TestScanLongText(t *testing.T) {
 }
 
 func TestScanErrors(t *testing.T) {
-	for _, in := range []string{
-		"zz-10 r-xp 0 00:00 0\n",
-		"10-20 r-x 0 00:00 0\n",
-		"10-20 r-xp 0 0000 0\n",
-		"10-20 r-xp 0 00:00\n",
-		"10-20 r-xp 0 00:00 x /a\n",
-		"10-20 r-xp 0 00:00 1 /" + strings.Repeat("a", 5000) + "\n",
-		"10-20 r-xp 0 00:00 1 /" + strings.Repeat("a", 2*scanBuf) + "\n", // longer than the buffer
-		"10-20 r-xp 0 00:00 99999999999999999999\n",                      // inode beyond 64 bits
-		"10-120000000000000000 r-xp 0 00:00 1\n",                         // end beyond 64 bits
-		"10-20 r-xp 0 100000000:00 1\n",                                  // major beyond 32 bits
-		"10-20  r-xp 0 00:00 1\n",                                        // not the kernel's spacing
-		"10-20 r-xp 0 00:00 1\n10-20 r-xp 0 00:00",                       // a bad last line without newline
-	} {
+	for _, in := range append(slices.Clone(malformedMaps),
+		"10-20 r-xp 0 00:00 1 /"+strings.Repeat("a", 2*scanBuf)+"\n", // longer than the buffer
+		"10-20 r-xp 0 00:00 99999999999999999999\n",                  // inode beyond 64 bits
+		"10-120000000000000000 r-xp 0 00:00 1\n",                     // end beyond 64 bits
+		"10-20 r-xp 0 100000000:00 1\n",                              // major beyond 32 bits
+		"10-20  r-xp 0 00:00 1\n",                                    // not the kernel's spacing
+		"10-20 r-xp 0 00:00 1\n10-20 r-xp 0 00:00",                   // a bad last line without newline
+	) {
 		if _, err := scanAll(new(MapsScanner), []byte(in), false, false); err == nil {
 			t.Errorf("Scan(%.40q) = nil error", in)
 		}
