@@ -100,7 +100,8 @@ func (c *Config) methods(tmp string) []method {
 // of the dummy event around /bin/true, with its synthesis (--synth=mmap)
 // less without it (--synth=no). --no-bpf-event keeps perf's side-band
 // thread out: stopping it waits out a one-second poll, which would hide
-// the synthesis in both runs.
+// the synthesis in both runs. A difference below 0, within the noise of
+// perf record's start-up on a small host, counts as 0.
 func (c *Config) perfBuildID(out string) method {
 	record := func(synth string) func() *exec.Cmd {
 		return func() *exec.Cmd {
