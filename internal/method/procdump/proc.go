@@ -15,20 +15,13 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// procMapping is one mapping as a /proc based method reads it.
-type procMapping struct {
-	procfs.Mapping
-	BuildID []byte // nil: unknown
-}
-
 // mapReader reads the mappings of one process at a time. Each worker of
 // a dump has its own, with its buffers and caches, made for the dump.
 type mapReader interface {
 	// read calls fn with each mapping of process pid, by address, and
-	// returns why it stopped early, if it did. With execOnly (the
-	// default, without Options.Data) it reports executable mappings
-	// only. mp is valid until fn returns.
-	read(pid int, fn func(mp *procMapping)) error
+	// returns why it stopped early, if it did. Without Options.Data it
+	// reports executable mappings only. mp is valid until fn returns.
+	read(pid int, fn func(mp *procfs.Mapping)) error
 }
 
 // Method synthesizes records from /proc, one process per task of a
@@ -203,11 +196,7 @@ func (m *Method) process(rd mapReader, pid int, want func(uint32) bool) *procRes
 	// maps, /proc/1/maps may be unreadable, and a process exiting now
 	// loses them. Its threads are reported either way.
 	p := uint32(pid)
-	err = rd.read(pid, func(mp *procMapping) {
-		if mp.Prot&unix.PROT_EXEC != 0 || m.opts.Data {
-			r.recs = m.mmap2(r, mp, p, st)
-		}
-	})
+	err = rd.read(pid, func(mp *procfs.Mapping) { r.recs = m.mmap2(r, mp, p, st) })
 	r.unreadable = errors.Is(err, fs.ErrPermission)
 	return r
 }
@@ -258,7 +247,7 @@ func (m *Method) taskRecords(b []byte, pid int, comms map[int]string, st uint64,
 
 // mmap2 appends the MMAP2 record of one mapping, as perf synthesizes it
 // from /proc: anonymous mappings named //anon, page offset as /proc shows.
-func (m *Method) mmap2(r *procResult, mp *procMapping, pid uint32, st uint64) []byte {
+func (m *Method) mmap2(r *procResult, mp *procfs.Mapping, pid uint32, st uint64) []byte {
 	rec := perfdata.Mmap2{
 		Misc: perfdata.MiscUser, Pid: pid, Tid: pid,
 		Addr: mp.Start, Len: mp.End - mp.Start, Pgoff: mp.Pgoff,
@@ -271,14 +260,13 @@ func (m *Method) mmap2(r *procResult, mp *procMapping, pid uint32, st uint64) []
 	if rec.Filename == "" {
 		rec.Filename = "//anon"
 	}
-	if mp.Ino != 0 || mp.BuildID != nil {
+	if mp.Ino != 0 {
 		r.files++
+		if m.ids != nil && !m.opts.NoBuildID {
+			rec.BuildID = m.ids.of(int(pid), mp)
+		}
 	}
-	if mp.Ino != 0 && mp.BuildID == nil && m.ids != nil && !m.opts.NoBuildID {
-		mp.BuildID = m.ids.of(int(pid), mp)
-	}
-	if mp.BuildID != nil && !m.opts.NoBuildID {
-		rec.BuildID = mp.BuildID
+	if rec.BuildID != nil {
 		r.buildIDs++
 	}
 	r.maps++

@@ -59,7 +59,7 @@ func (p *procIDs) end(st *dump.Stats) {
 
 // of returns the build ID of the file mapping mp of process pid maps, or
 // nil. Workers call it concurrently.
-func (p *procIDs) of(pid int, mp *procMapping) []byte {
+func (p *procIDs) of(pid int, mp *procfs.Mapping) []byte {
 	key := fileKey{maj: mp.Maj, min: mp.Min, ino: mp.Ino}
 	p.mu.Lock()
 	res, done := p.dump[key]

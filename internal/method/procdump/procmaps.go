@@ -24,19 +24,15 @@ func NewProcmaps(opts dump.Options, threads int) (*Method, error) {
 type mapsReader struct {
 	scan     procfs.MapsScanner
 	execOnly bool
-	mp       procMapping
 }
 
-func (r *mapsReader) read(pid int, fn func(*procMapping)) error {
+func (r *mapsReader) read(pid int, fn func(*procfs.Mapping)) error {
 	f, err := os.Open(pidPath(pid, "maps"))
 	if err != nil {
 		return fmt.Errorf("read maps of pid %d: %w", pid, err)
 	}
 	defer f.Close()
-	err = r.scan.Scan(f, r.execOnly, func(m *procfs.Mapping) {
-		r.mp = procMapping{Mapping: *m}
-		fn(&r.mp)
-	})
+	err = r.scan.Scan(f, r.execOnly, fn)
 	if err != nil {
 		return fmt.Errorf("read maps of pid %d: %w", pid, err)
 	}

@@ -70,7 +70,7 @@ func NewProcquery(opts dump.Options, threads int) (*Method, error) {
 var ErrNoProcquery = errors.New("PROCMAP_QUERY ioctl not supported by this kernel")
 
 func probeProcquery() error {
-	err := newQueryReader(nil, false).read(os.Getpid(), func(*procMapping) {})
+	err := newQueryReader(nil, false).read(os.Getpid(), func(*procfs.Mapping) {})
 	if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL) {
 		return ErrNoProcquery
 	}
@@ -99,7 +99,7 @@ type queryReader struct {
 	name     []byte
 	names    map[nameKey]string // files this worker has named in this dump
 	anon     map[string]string  // names of VMAs without a file, interned
-	mp       procMapping
+	mp       procfs.Mapping
 }
 
 // nameKey is a file as seen from one mount namespace.
@@ -108,12 +108,16 @@ type nameKey struct {
 	fileKey
 }
 
+func keyOf(q *procmapQuery, mntns uint64) nameKey {
+	return nameKey{mntns, fileKey{q.DevMajor, q.DevMinor, q.Inode}}
+}
+
 func newQueryReader(gate *dump.Gate, execOnly bool) *queryReader {
 	return &queryReader{gate: gate, execOnly: execOnly, name: make([]byte, 4096),
 		names: make(map[nameKey]string), anon: make(map[string]string)}
 }
 
-func (r *queryReader) read(pid int, fn func(*procMapping)) error {
+func (r *queryReader) read(pid int, fn func(*procfs.Mapping)) error {
 	f, err := os.Open(pidPath(pid, "maps"))
 	if err != nil {
 		return fmt.Errorf("query maps of pid %d: %w", pid, err)
@@ -155,8 +159,7 @@ func (r *queryReader) read(pid int, fn func(*procMapping)) error {
 		found = true
 	}
 	if r.gate != nil && found && !compat(pid) {
-		r.mp = procMapping{Mapping: procfs.Mapping{Start: r.gate.Start, End: r.gate.End,
-			Prot: r.gate.Prot, Path: dump.GateName}}
+		r.mp = procfs.Mapping{Start: r.gate.Start, End: r.gate.End, Prot: r.gate.Prot, Path: dump.GateName}
 		fn(&r.mp)
 	}
 	return nil
@@ -171,7 +174,7 @@ func (r *queryReader) known(q *procmapQuery, mntns uint64, cache bool) (string, 
 	if !cache || q.Inode == 0 {
 		return "", false
 	}
-	path, ok := r.names[nameKey{mntns, fileKey{q.DevMajor, q.DevMinor, q.Inode}}]
+	path, ok := r.names[keyOf(q, mntns)]
 	return path, ok
 }
 
@@ -191,7 +194,7 @@ func (r *queryReader) remember(q *procmapQuery, mntns uint64, cache bool) string
 		r.anon[s] = s
 		return s
 	}
-	key := nameKey{mntns, fileKey{q.DevMajor, q.DevMinor, q.Inode}}
+	key := keyOf(q, mntns)
 	if s, ok := r.names[key]; ok && s == string(b) {
 		return s
 	}
@@ -228,11 +231,11 @@ func compat(pid int) bool {
 	return err == nil && string(ident[:4]) == "\x7fELF" && ident[4] == 1 // ELFCLASS32
 }
 
-func toMapping(q *procmapQuery, path string) procMapping {
-	m := procMapping{Mapping: procfs.Mapping{
+func toMapping(q *procmapQuery, path string) procfs.Mapping {
+	m := procfs.Mapping{
 		Start: q.VMAStart, End: q.VMAEnd, Pgoff: q.VMAOffset, Ino: q.Inode,
 		Maj: q.DevMajor, Min: q.DevMinor, Shared: q.VMAFlags&pmqShared != 0, Path: path,
-	}}
+	}
 	if q.VMAFlags&pmqReadable != 0 {
 		m.Prot |= unix.PROT_READ
 	}
