@@ -118,10 +118,11 @@ func checkConvert(t *testing.T, perf, name, file string) {
 func TestRecordSampleTime(t *testing.T) {
 	testenv.Root(t)
 	perf := testenv.Perf(t)
+	spin := buildSpin(t)
 	file := filepath.Join(t.TempDir(), "perf.data")
-	if r := runCmd(t, exec.Command(synthBin, "record", "-o", file, "--", "sleep", "0.5")); r.code != 0 {
-		t.Fatalf("synth record: exit %d: %s", r.code, r.stderr)
-	}
+	// A sleeping command is sampled only as it starts and exits, and
+	// its exit may go unsampled; spin is on the CPU for the whole span.
+	checkRecordExit(t, runCmd(t, exec.Command(synthBin, "record", "-o", file, "--", "timeout", "0.5", spin)), 124)
 	cmd := exec.Command(perf, "report", "--header-only", "-i", file)
 	cmd.Env = perfEnv(t)
 	r := runCmd(t, cmd)
