@@ -1,26 +1,82 @@
 package perfdata
 
+import "fmt"
+
 // Record types (enum perf_event_type, include/uapi/linux/perf_event.h, and
-// the user-space types of tools/lib/perf/include/perf/event.h).
+// the user-space types of tools/lib/perf/include/perf/event.h). They are
+// untyped, so that they compare with a uint32 as well as a RecordType.
 const (
-	RecordMmap          = 1
-	RecordLost          = 2
-	RecordComm          = 3
-	RecordExit          = 4
-	RecordFork          = 7
-	RecordSample        = 9
-	RecordMmap2         = 10
-	RecordNamespaces    = 16
-	RecordKsymbol       = 17
-	RecordBPFEvent      = 18
-	RecordCgroup        = 19
-	RecordHeaderAttr    = 64
-	RecordHeaderBuildID = 67
-	RecordFinishedRound = 68
-	RecordIDIndex       = 69
-	RecordHeaderFeature = 80
-	RecordFinishedInit  = 82
+	RecordMmap              = 1
+	RecordLost              = 2
+	RecordComm              = 3
+	RecordExit              = 4
+	RecordThrottle          = 5
+	RecordUnthrottle        = 6
+	RecordFork              = 7
+	RecordRead              = 8
+	RecordSample            = 9
+	RecordMmap2             = 10
+	RecordAux               = 11
+	RecordItraceStart       = 12
+	RecordLostSamples       = 13
+	RecordSwitch            = 14
+	RecordSwitchCPUWide     = 15
+	RecordNamespaces        = 16
+	RecordKsymbol           = 17
+	RecordBPFEvent          = 18
+	RecordCgroup            = 19
+	RecordTextPoke          = 20
+	RecordAuxOutputHwID     = 21
+	RecordHeaderAttr        = 64
+	RecordHeaderEventType   = 65
+	RecordHeaderTracingData = 66
+	RecordHeaderBuildID     = 67
+	RecordFinishedRound     = 68
+	RecordIDIndex           = 69
+	RecordAuxtraceInfo      = 70
+	RecordAuxtrace          = 71
+	RecordAuxtraceError     = 72
+	RecordThreadMap         = 73
+	RecordCPUMap            = 74
+	RecordStatConfig        = 75
+	RecordStat              = 76
+	RecordStatRound         = 77
+	RecordEventUpdate       = 78
+	RecordTimeConv          = 79
+	RecordHeaderFeature     = 80
+	RecordCompressed        = 81
+	RecordFinishedInit      = 82
 )
+
+// RecordType is the type of a record, perf_event_header.type.
+type RecordType uint32
+
+var recordNames = map[RecordType]string{
+	RecordMmap: "MMAP", RecordLost: "LOST", RecordComm: "COMM", RecordExit: "EXIT",
+	RecordThrottle: "THROTTLE", RecordUnthrottle: "UNTHROTTLE", RecordFork: "FORK",
+	RecordRead: "READ", RecordSample: "SAMPLE", RecordMmap2: "MMAP2", RecordAux: "AUX",
+	RecordItraceStart: "ITRACE_START", RecordLostSamples: "LOST_SAMPLES",
+	RecordSwitch: "SWITCH", RecordSwitchCPUWide: "SWITCH_CPU_WIDE",
+	RecordNamespaces: "NAMESPACES", RecordKsymbol: "KSYMBOL", RecordBPFEvent: "BPF_EVENT",
+	RecordCgroup: "CGROUP", RecordTextPoke: "TEXT_POKE", RecordAuxOutputHwID: "AUX_OUTPUT_HW_ID",
+	RecordHeaderAttr: "ATTR", RecordHeaderEventType: "EVENT_TYPE",
+	RecordHeaderTracingData: "TRACING_DATA", RecordHeaderBuildID: "BUILD_ID",
+	RecordFinishedRound: "FINISHED_ROUND", RecordIDIndex: "ID_INDEX",
+	RecordAuxtraceInfo: "AUXTRACE_INFO", RecordAuxtrace: "AUXTRACE",
+	RecordAuxtraceError: "AUXTRACE_ERROR", RecordThreadMap: "THREAD_MAP", RecordCPUMap: "CPU_MAP",
+	RecordStatConfig: "STAT_CONFIG", RecordStat: "STAT", RecordStatRound: "STAT_ROUND",
+	RecordEventUpdate: "EVENT_UPDATE", RecordTimeConv: "TIME_CONV", RecordHeaderFeature: "FEATURE",
+	RecordCompressed: "COMPRESSED", RecordFinishedInit: "FINISHED_INIT",
+}
+
+// String returns the name perf gives the type after PERF_RECORD_, as
+// perf report -D prints it, or "RecordType(N)" for one it does not know.
+func (t RecordType) String() string {
+	if n, ok := recordNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("RecordType(%d)", uint32(t))
+}
 
 // perf_event_header.misc bits.
 const (

@@ -23,9 +23,12 @@ type ReaderAttr struct {
 // header included, and is only valid until the next call of Next.
 type Record struct {
 	Off  int64
-	Type uint32
+	Type RecordType
 	Misc uint16
 	Data []byte
+	// Payload is what follows a HEADER_TRACING_DATA or AUXTRACE record
+	// in a pipe, outside its header's size (StreamReader only).
+	Payload []byte
 }
 
 // Reader reads perf.data in file or pipe mode.
@@ -33,11 +36,17 @@ type Reader struct {
 	r        io.ReaderAt
 	size     int64
 	pipe     bool
+	headers        // the attrs and features
+	pos, end int64 // the records still to read
+	buf      []byte
+}
+
+// headers are the attrs and features of a file, and the count of sample
+// ids, which is capped.
+type headers struct {
 	attrs    []ReaderAttr
 	features []Feature
-	pos, end int64 // the records still to read
 	nids     int
-	buf      []byte
 }
 
 // NewReader reads the header of the perf.data of size bytes in r (and,
@@ -186,15 +195,15 @@ func (rd *Reader) Pipe() bool { return rd.pipe }
 
 // Attrs returns the attrs read so far (in pipe mode, from the
 // HEADER_ATTR records Next has passed).
-func (rd *Reader) Attrs() []ReaderAttr { return rd.attrs }
+func (rd *headers) Attrs() []ReaderAttr { return rd.attrs }
 
 // Features returns the feature sections read so far (in pipe mode, from
 // the HEADER_FEATURE records Next has passed, without the end marker).
-func (rd *Reader) Features() []Feature { return rd.features }
+func (rd *headers) Features() []Feature { return rd.features }
 
 // SampleType is the trailer type of the records under the first attr:
 // its sample_type with sample_id_all, else 0.
-func (rd *Reader) SampleType() uint64 {
+func (rd *headers) SampleType() uint64 {
 	if len(rd.attrs) == 0 || rd.attrs[0].Attr.Flags&AttrSampleIDAll == 0 {
 		return 0
 	}
@@ -223,18 +232,18 @@ func (rd *Reader) Next() (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	rec := Record{Off: rd.pos, Type: h.Type, Misc: h.Misc, Data: b}
+	rec := Record{Off: rd.pos, Type: RecordType(h.Type), Misc: h.Misc, Data: b}
 	rd.pos += int64(h.Size)
 	if rd.pipe {
-		if err := rd.pipeRecord(rec); err != nil {
+		if err := rd.take(rec); err != nil {
 			return Record{}, err
 		}
 	}
 	return rec, nil
 }
 
-// pipeRecord takes in the header records of a pipe.
-func (rd *Reader) pipeRecord(rec Record) error {
+// take takes in the header records of a pipe.
+func (rd *headers) take(rec Record) error {
 	p := rec.Data[headerSize:]
 	switch rec.Type {
 	case RecordHeaderAttr:

@@ -150,8 +150,7 @@ func ParseComm(rec []byte, sampleType uint64) (Comm, SampleID, error) {
 	return c, sid, err
 }
 
-// Fork mirrors PERF_RECORD_FORK and PERF_RECORD_EXIT: u32 pid, ppid,
-// tid, ptid; u64 time.
+// Fork mirrors PERF_RECORD_FORK: u32 pid, ppid, tid, ptid; u64 time.
 type Fork struct {
 	Misc      uint16 // MiscForkExec on records synthesized for running tasks
 	Pid, Ppid uint32
@@ -159,9 +158,22 @@ type Fork struct {
 	Time      uint64
 }
 
+// Exit mirrors PERF_RECORD_EXIT, laid out as FORK: the exiting thread
+// (Pid, Tid) and its parent (Ppid, Ptid).
+type Exit Fork
+
 // Append appends a PERF_RECORD_FORK; see Mmap.Append.
 func (f *Fork) Append(b []byte, sampleType uint64, sid *SampleID) []byte {
-	b, at := startRecord(b, RecordFork, f.Misc)
+	return appendTask(b, RecordFork, f, sampleType, sid)
+}
+
+// Append appends a PERF_RECORD_EXIT; see Mmap.Append.
+func (e *Exit) Append(b []byte, sampleType uint64, sid *SampleID) []byte {
+	return appendTask(b, RecordExit, (*Fork)(e), sampleType, sid)
+}
+
+func appendTask(b []byte, typ uint32, f *Fork, sampleType uint64, sid *SampleID) []byte {
+	b, at := startRecord(b, typ, f.Misc)
 	for _, v := range []uint32{f.Pid, f.Ppid, f.Tid, f.Ptid} {
 		b = le.AppendUint32(b, v)
 	}
@@ -171,7 +183,17 @@ func (f *Fork) Append(b []byte, sampleType uint64, sid *SampleID) []byte {
 
 // ParseFork decodes a PERF_RECORD_FORK; see ParseMmap for sampleType.
 func ParseFork(rec []byte, sampleType uint64) (Fork, SampleID, error) {
-	p, h, err := body(rec, RecordFork, sampleType, 24)
+	return parseTask(rec, RecordFork, sampleType)
+}
+
+// ParseExit decodes a PERF_RECORD_EXIT; see ParseMmap for sampleType.
+func ParseExit(rec []byte, sampleType uint64) (Exit, SampleID, error) {
+	f, sid, err := parseTask(rec, RecordExit, sampleType)
+	return Exit(f), sid, err
+}
+
+func parseTask(rec []byte, typ uint32, sampleType uint64) (Fork, SampleID, error) {
+	p, h, err := body(rec, typ, sampleType, 24)
 	if err != nil {
 		return Fork{}, SampleID{}, err
 	}

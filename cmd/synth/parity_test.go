@@ -41,7 +41,7 @@ func perfRecords(t *testing.T, path string, pids map[uint32]bool) (map[taskKey][
 			if rec.Type == perfdata.RecordFork {
 				tid = binary.NativeEndian.Uint32(b[16:])
 			}
-			k := taskKey{rec.Type, tid}
+			k := taskKey{uint32(rec.Type), tid}
 			if _, dup := tasks[k]; dup {
 				t.Errorf("%s: two records of type %d for thread %d", path, k.typ, k.tid)
 			}
