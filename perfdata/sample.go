@@ -400,3 +400,22 @@ func appendRegs(b []byte, abi uint64, regs []uint64) []byte {
 	}
 	return appendU64s(b, regs)
 }
+
+// SampleTimeOf returns the time of a PERF_RECORD_SAMPLE of an event of
+// sample_type st, read at its place after the fields before it, without
+// decoding the rest; false when st has no time or the record is short.
+func SampleTimeOf(rec []byte, st uint64) (uint64, bool) {
+	if st&SampleTime == 0 {
+		return 0, false
+	}
+	off := headerSize
+	for _, bit := range []uint64{SampleIdentifier, SampleIP, SampleTID} {
+		if st&bit != 0 {
+			off += 8
+		}
+	}
+	if len(rec) < off+8 {
+		return 0, false
+	}
+	return le.Uint64(rec[off:]), true
+}

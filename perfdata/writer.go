@@ -1,6 +1,7 @@
 package perfdata
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -200,6 +201,29 @@ func (w *Writer) WriteRecord(rec []byte) error {
 	return w.write(rec)
 }
 
+// WriteRecordPayload appends a record and the payload that a pipe
+// carries after it outside its size (see Record.Payload). In file mode
+// the tracing data of a HEADER_TRACING_DATA record becomes the
+// HEADER_TRACING_DATA section, where perf keeps it in a file; an
+// AUXTRACE trace follows its record in both modes.
+func (w *Writer) WriteRecordPayload(rec, payload []byte) error {
+	if len(payload) == 0 {
+		return w.WriteRecord(rec)
+	}
+	h, err := ParseHeader(rec)
+	if err != nil || int(h.Size) != len(rec) {
+		return fmt.Errorf("write perf.data: malformed record of %d bytes", len(rec))
+	}
+	if !w.pipe && h.Type == RecordHeaderTracingData {
+		return w.AddFeature(Feature{ID: FeatTracingData, Data: bytes.Clone(payload)})
+	}
+	if err := w.WriteRecord(rec); err != nil {
+		return err
+	}
+	w.dataSize += int64(len(payload))
+	return w.write(payload)
+}
+
 // noteSample notes the time of a sample for HEADER_SAMPLE_TIME. Its
 // layout is the first attr's sample_type, or, when the attrs differ,
 // that of the attr its leading identifier names.
@@ -213,19 +237,10 @@ func (w *Writer) noteSample(rec []byte) {
 			}
 		}
 	}
-	if st&SampleTime == 0 {
+	t, ok := SampleTimeOf(rec, st)
+	if !ok {
 		return
 	}
-	off := 8 // the header; then the fields before the time
-	for _, bit := range []uint64{SampleIdentifier, SampleIP, SampleTID} {
-		if st&bit != 0 {
-			off += 8
-		}
-	}
-	if len(rec) < off+8 {
-		return
-	}
-	t := le.Uint64(rec[off:])
 	if w.firstSample == 0 || t < w.firstSample {
 		w.firstSample = t
 	}

@@ -3,6 +3,7 @@
 //
 //	synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid] [--ring-pages N]
 //	synth record [-F HZ] [-a | -p PID] [-g] [-o FILE] [-- CMD ARGS]
+//	perf record -k CLOCK_MONOTONIC --synth=no ... -o - | synth inject [-o FILE]
 package main
 
 import (
@@ -50,6 +51,8 @@ func run() int {
 		return runDump(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "record":
 		return runRecord(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "inject":
+		return runInject(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
 	case "bench":
 		return runBench(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "loadgen":
@@ -73,6 +76,7 @@ func usage(w io.Writer) {
 commands:
   dump     write a perf.data with the mappings of every existing process
   record   sample the CPUs, like a minimal perf record, on a session
+  inject   add the host's state to perf record's pipe: perf record -o - | synth inject
   bench    compare every synthesis method, and perf's, on this host
   loadgen  hold load processes with many VMAs, to benchmark by hand
 

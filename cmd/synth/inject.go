@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/synth-dev/synth/synth"
+)
+
+func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stderr io.Writer) int {
+	fs := flag.NewFlagSet("inject", flag.ContinueOnError)
+	var (
+		in        = fs.String("i", "-", "read perf's pipe from `FILE` (default: stdin)")
+		out       = fs.String("o", "", "write perf.data to `FILE` (default: stdout; pipe mode unless it is a regular file)")
+		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
+		bidWait   = fs.Duration("buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `DURATION` for the build IDs of files new to the cache")
+		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
+		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
+	)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: perf record -k CLOCK_MONOTONIC --synth=no ... -o - | synth inject [-i FILE|-] [-o FILE|-]\n                  [--no-buildid] [--buildid-timeout D] [--method auto|bpf|procmaps|procquery] [--threads N]")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, "inject: unexpected argument %q", fs.Arg(0))
+	}
+	switch *method {
+	case synth.MethodAuto, synth.MethodBPF, synth.MethodProcmaps, synth.MethodProcquery:
+	default:
+		return usageError(stderr, "inject: unknown method %q (want auto, bpf, procmaps or procquery)", *method)
+	}
+	if *out == "" {
+		if err := checkStdout(stdout); err != nil {
+			return usageError(stderr, "inject: %v", err)
+		}
+	}
+	input := stdin
+	if *in != "-" {
+		f, err := os.Open(*in)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("open input: %w", err))
+		}
+		defer f.Close()
+		input = f
+	}
+	opts := synth.InjectOptions{Method: *method, Threads: *threads, NoBuildID: *noBuildID, BuildIDTimeout: *bidWait,
+		Opened: func(why []error) {
+			if len(why) > 0 {
+				fmt.Fprintf(stderr, "synth: using a fallback method because %v\n", joinErrs(why))
+			}
+		}}
+	if *out == "-" {
+		pipe := true // as perf record -o -
+		opts.Pipe = &pipe
+	}
+	w, closeOut, err := openOutput(*out, stdout, false)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	st, err := synth.Inject(ctx, input, w, opts)
+	if cerr := closeOut(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	fmt.Fprintf(stderr, "synth: inject: method %s: %d processes, %d synthesized records written, %d left out as perf reported them first; %d of perf's records\n",
+		st.Dump.Method, st.Dump.Processes, st.Written, st.Dropped, st.Perf)
+	return exitOK
+}

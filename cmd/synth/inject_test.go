@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// injectPipe runs `perf record ARGS -o - | synth inject INJECT...`, its
+// stdout to stdout if not nil, and returns synth inject's result.
+func injectPipe(t *testing.T, perf string, recordArgs, injectArgs []string, stdout *os.File) result {
+	t.Helper()
+	rec := exec.Command(perf, append(append([]string{"record"}, recordArgs...), "-o", "-", "--", "sleep", "2")...)
+	rec.Env = perfEnv(t)
+	inj := exec.Command(synthBin, append([]string{"inject"}, injectArgs...)...)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var perfErr bytes.Buffer
+	rec.Stdout, rec.Stderr, inj.Stdin = pw, &perfErr, pr
+	if stdout != nil {
+		inj.Stdout = stdout
+	}
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	r := runCmd(t, inj)
+	pr.Close()
+	if err := rec.Wait(); err != nil && r.code == 0 {
+		t.Fatalf("perf record %v: %v\n%s", recordArgs, err, perfErr.String())
+	}
+	return r
+}
+
+// perfRecordRef records with perf's own synthesis, for comparison.
+func perfRecordRef(t *testing.T, perf, file string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(perf, append(append([]string{"record", "-q"}, args...), "-o", file, "--", "sleep", "2")...)
+	cmd.Env = perfEnv(t)
+	if r := runCmd(t, cmd); r.code != 0 {
+		t.Errorf("perf record %v: exit %d: %s", args, r.code, r.stderr)
+	}
+}
+
+// checkInjected checks a recording of the spin process: its samples on
+// its binary and library, few unknown, close to perf's own synthesis;
+// no mapping of it (or of the kernel) twice; perf script and perf inject
+// read it without a word on stderr.
+func checkInjected(t *testing.T, perf, file, ref string, pid int, filter ...string) {
+	t.Helper()
+	args := append([]string{"-i", file, "--no-children"}, filter...)
+	got := report(t, perf, args...)
+	want := report(t, perf, append([]string{"-i", ref, "--no-children"}, filter...)...)
+	onSpin := got["spin main_spin"] + got["libspin.so lib_spin"]
+	unknown := 0.0
+	for k, v := range got {
+		if strings.Contains(k, "[unknown]") {
+			unknown += v
+		}
+	}
+	if onSpin < 90 || unknown > 1 {
+		t.Errorf("%s: %.2f%% on spin's binary and library (want >= 90), %.2f%% unknown (want <= 1): %v", file, onSpin, unknown, major(got))
+	}
+	for _, k := range []string{"spin main_spin", "libspin.so lib_spin"} {
+		if math.Abs(got[k]-want[k]) > 10 {
+			t.Errorf("%s: %q %.2f%%, perf's own synthesis %.2f%%", file, k, got[k], want[k])
+		}
+	}
+	for k, n := range mappingCounts(t, file, uint32(pid)) {
+		if n > 1 {
+			t.Errorf("%s: mapping %s written %d times", file, k, n)
+		}
+	}
+	for _, args := range [][]string{{"script", "-i", file}, {"inject", "-i", file, "-o", file + ".injected"}} {
+		cmd := exec.Command(perf, args...)
+		cmd.Env = perfEnv(t)
+		cmd.Stdout = new(bytes.Buffer)
+		r := runCmd(t, cmd)
+		if r.code != 0 || strings.TrimSpace(r.stderr) != "" {
+			t.Errorf("perf %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+}
+
+// mappingCounts counts the MMAP and MMAP2 records of pid and of the
+// kernel, by pid, start, length, page offset and name.
+func mappingCounts(t *testing.T, file string, pid uint32) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := perfdata.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for {
+		rec, err := rd.Next()
+		if err != nil {
+			break
+		}
+		var k string
+		switch rec.Type {
+		case perfdata.RecordMmap:
+			m, _, err := perfdata.ParseMmap(rec.Data, 0)
+			if err == nil && (m.Pid == pid || m.Pid == math.MaxUint32) {
+				k = fmt.Sprintf("%d %#x+%#x@%#x %s", int32(m.Pid), m.Addr, m.Len, m.Pgoff, m.Filename)
+			}
+		case perfdata.RecordMmap2:
+			m, _, err := perfdata.ParseMmap2(rec.Data, 0)
+			if err == nil && m.Pid == pid {
+				k = fmt.Sprintf("%d %#x+%#x@%#x %s", m.Pid, m.Addr, m.Len, m.Pgoff, m.Filename)
+			}
+		}
+		if k != "" {
+			counts[k]++
+		}
+	}
+	if len(counts) < 3 {
+		t.Errorf("%s: only %d mappings of pid %d and the kernel: %v", file, len(counts), pid, counts)
+	}
+	return counts
+}
+
+// A process started before recording: perf record -p without its own
+// synthesis, through synth inject, reports it as perf record with its
+// synthesis does.
+func TestInjectPid(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	pid := startSpin(t, buildSpin(t))
+	dir := t.TempDir()
+	out, ref := filepath.Join(dir, "out.data"), filepath.Join(dir, "ref.data")
+	p := strconv.Itoa(pid)
+	var wg sync.WaitGroup
+	wg.Go(func() { perfRecordRef(t, perf, ref, "-p", p, "-k", "CLOCK_MONOTONIC", "-F", "999", "-g") })
+	r := injectPipe(t, perf, []string{"-p", p, "--synth=no", "-k", "CLOCK_MONOTONIC", "-F", "999", "-g"}, []string{"-o", out}, nil)
+	wg.Wait()
+	if r.code != 0 || !strings.Contains(r.stderr, "synth: inject: method bpf: 1 processes") {
+		t.Fatalf("synth inject: exit %d: %s", r.code, r.stderr)
+	}
+	checkInjected(t, perf, out, ref, pid)
+}
+
+// The same for the whole host, written in pipe mode.
+func TestInjectAll(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	pid := startSpin(t, buildSpin(t))
+	dir := t.TempDir()
+	out, ref := filepath.Join(dir, "out.data"), filepath.Join(dir, "ref.data")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var wg sync.WaitGroup
+	wg.Go(func() { perfRecordRef(t, perf, ref, "-a", "-k", "CLOCK_MONOTONIC", "-F", "999", "-g") })
+	rec := []string{"-a", "--synth=no", "-k", "CLOCK_MONOTONIC", "-F", "999", "-g"}
+	r := injectPipe(t, perf, rec, []string{"-o", "-"}, f)
+	wg.Wait()
+	if r.code != 0 {
+		t.Fatalf("synth inject -o -: exit %d: %s", r.code, r.stderr)
+	}
+	// The header of pipe mode is 16 bytes long, and says so.
+	if b, _ := os.ReadFile(out); len(b) < 16 || b[8] != 16 {
+		t.Errorf("synth inject -o - wrote no pipe-mode perf.data")
+	}
+	checkInjected(t, perf, out, ref, pid, "--pid", strconv.Itoa(pid), "--percentage", "relative")
+}
+
+// perf's default clock cannot be ordered against the dump: a clear
+// error, exit 1.
+func TestInjectClock(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	out := filepath.Join(t.TempDir(), "out.data")
+	r := injectPipe(t, perf, []string{"-a", "--synth=no", "-F", "99"}, []string{"-o", out}, nil)
+	if r.code != exitError || !strings.Contains(r.stderr, "synth: perf's events do not use CLOCK_MONOTONIC: record with -k CLOCK_MONOTONIC") {
+		t.Errorf("exit %d: %s", r.code, r.stderr)
+	}
+}

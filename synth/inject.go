@@ -1,0 +1,187 @@
+package synth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// ErrClock is returned by Inject when perf's events do not use
+// CLOCK_MONOTONIC, the clock of the dump: their times could not be
+// compared with it.
+var ErrClock = errors.New("perf's events do not use CLOCK_MONOTONIC: record with -k CLOCK_MONOTONIC")
+
+// InjectOptions configure Inject. The zero value dumps with the best
+// method the host allows and writes file or pipe mode as the output
+// suits.
+type InjectOptions struct {
+	// Method and Threads are as for OpenMethod; "" means MethodAuto.
+	Method  string
+	Threads int
+	// NoBuildID and BuildIDTimeout are as in Options. What else the
+	// dump holds (the processes, data mappings, namespaces, cgroups, BPF
+	// events) follows perf's attrs and thread map.
+	NoBuildID      bool
+	BuildIDTimeout time.Duration
+	// Pipe forces pipe mode (true) or file mode (false); nil chooses
+	// from the output, as WriteOptions.Pipe.
+	Pipe *bool
+	// Opened, if set, is called with the reasons better methods were
+	// not used, once the method is open.
+	Opened func(why []error)
+}
+
+// InjectStats describe what Inject wrote.
+type InjectStats struct {
+	Dump Stats // the dump
+	// Written are the synthesized records written; Dropped those left
+	// out because perf's stream had the mapping first.
+	Written, Dropped int
+	Perf             int // records of perf's passed on
+}
+
+// Inject reads a perf.data pipe that `perf record -k CLOCK_MONOTONIC -o -`
+// writes, with or without perf's own synthesis, and writes it to out with
+// the host's state synthesized by one dump: perf's header and attrs,
+// perf's initial records, the dump's records with sample_id_all trailers
+// laid out for perf's attrs (time 0, as perf's synthesized records), then
+// FINISHED_INIT and every record of perf's after it, in perf's order.
+//
+// The dump runs when perf's initial records have been read: perf has
+// then opened its events and enables them right away. A mapping that
+// perf reported before the dump ended (its kernel map, a library loaded
+// meanwhile) is not synthesized again: the dump's records wait until
+// perf's stream, by perf's own FINISHED_ROUND ordering, holds every
+// record up to the dump's end.
+//
+// ctx bounds the dump; perf's records are copied until in ends. out is
+// not closed; when the output fails part way, what was written stays a
+// valid perf.data.
+func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions) (InjectStats, error) {
+	var st InjectStats
+	sr, err := perfdata.NewStreamReader(in)
+	if err != nil {
+		return st, fmt.Errorf("read perf's stream: %w", err)
+	}
+	init, err := readInit(sr)
+	if err != nil {
+		return st, err
+	}
+	trailer, err := checkAttrs(sr.Attrs())
+	if err != nil {
+		return st, err
+	}
+	o := injectDumpOptions(sr.Attrs(), init, opts)
+	perf := startPump(sr, init.next)
+	defer perf.stop()
+
+	// A dump that fails still leaves perf's recording to write out.
+	synth, end, dumpErr := injectDump(ctx, o, opts, &st)
+	if dumpErr != nil {
+		synth, end = &recordList{}, 0
+	}
+	held, perfErr := perf.until(end)
+	seen := mappingsOf(init.recs)
+	for _, r := range held {
+		if t, ok := perf.times.of(r.data); ok && t < end {
+			seen.add(r.data)
+		}
+	}
+
+	w, err := newInjectWriter(out, sr, init, opts.Pipe)
+	if err != nil {
+		return st, err
+	}
+	table := headerTables{bpf: bpfInfo{off: w.Pipe()}}
+	err = writeInit(w, init, func() error {
+		return writeSynth(w, &table, synth, o.SampleTypeOrDefault(), seen, trailer, &st)
+	})
+	for i := 0; err == nil && i < len(held); i++ {
+		err = w.WriteRecordPayload(held[i].data, held[i].payload)
+		st.Perf++
+	}
+	held = nil
+	if err == nil {
+		err = perfErr
+	}
+	if err == nil {
+		err = perf.copyRest(w, &st)
+	}
+	var fe *perfdata.FormatError // the writer's errors say what they are; the reader's not
+	if errors.As(err, &fe) {
+		err = fmt.Errorf("read perf's stream: %w", err)
+	}
+	if err = finishPerfData(w, &table, o, err); err == nil {
+		err = dumpErr
+	}
+	return st, err
+}
+
+
+// injectDump dumps the host with the options perf's stream asked for
+// and returns the records, and the CLOCK_MONOTONIC time the dump ended.
+func injectDump(ctx context.Context, o Options, opts InjectOptions, st *InjectStats) (*recordList, uint64, error) {
+	name := opts.Method
+	if name == "" {
+		name = MethodAuto
+	}
+	m, why, err := OpenMethod(name, o, opts.Threads)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer m.Close()
+	if opts.Opened != nil {
+		opts.Opened(why)
+	}
+	recs := &recordList{}
+	st.Dump, err = m.Dump(ctx, recs.add)
+	if err != nil {
+		return nil, 0, fmt.Errorf("dump: %w", err)
+	}
+	return recs, bpfdump.MonotonicNow(), nil
+}
+
+// checkAttrs checks that perf's records can be ordered against the dump:
+// every event on CLOCK_MONOTONIC, with sample_id_all and times. It
+// returns the trailer layout (the sample_type of the first attr).
+func checkAttrs(attrs []perfdata.ReaderAttr) (uint64, error) {
+	if len(attrs) == 0 {
+		return 0, errors.New("perf's stream has no attrs before its first record")
+	}
+	for _, a := range attrs {
+		if a.Attr.Flags&perfdata.AttrUseClockID == 0 {
+			return 0, fmt.Errorf("%w (perf's events use perf's default clock)", ErrClock)
+		}
+		if a.Attr.ClockID != unix.CLOCK_MONOTONIC {
+			return 0, fmt.Errorf("%w (perf's events use clock %d)", ErrClock, a.Attr.ClockID)
+		}
+	}
+	a := attrs[0].Attr
+	if a.Flags&perfdata.AttrSampleIDAll == 0 || a.SampleType&perfdata.SampleTime == 0 {
+		return 0, errors.New("perf's records carry no time (sample_id_all with PERF_SAMPLE_TIME): record with -T")
+	}
+	return a.SampleType, nil
+}
+
+// injectDumpOptions derives the dump from perf's stream: the processes of
+// its thread map (all for -a), and data mappings, namespaces, cgroups
+// and BPF events as its attrs ask for them.
+func injectDumpOptions(attrs []perfdata.ReaderAttr, init *initRecords, opts InjectOptions) Options {
+	o := Options{NoBuildID: opts.NoBuildID, BuildIDTimeout: opts.BuildIDTimeout, NoLive: true, Pids: init.pids}
+	any := func(flag uint64) bool {
+		return slices.ContainsFunc(attrs, func(a perfdata.ReaderAttr) bool { return a.Attr.Flags&flag != 0 })
+	}
+	o.Data = any(perfdata.AttrMmapData)
+	o.Namespaces = any(perfdata.AttrNamespaces)
+	o.Cgroups = any(perfdata.AttrCgroup)
+	o.NoBPFEvent = !any(perfdata.AttrBPFEvent)
+	return o
+}

@@ -1,0 +1,200 @@
+package synth
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// The parts of Inject: perf's records before and after its
+// FINISHED_INIT, the dump's records, and the mappings perf reported.
+
+// perfRec is a copy of one of perf's records, with its payload.
+type perfRec struct{ data, payload []byte }
+
+func copyRec(r perfdata.Record) perfRec {
+	return perfRec{data: bytes.Clone(r.Data), payload: bytes.Clone(r.Payload)}
+}
+
+// maxInit caps what Inject keeps of perf's initial records.
+const maxInit = 256 << 20
+
+// initRecords are perf's records up to its FINISHED_INIT, which is not
+// among them.
+type initRecords struct {
+	recs  []perfRec
+	pids  []int             // the processes of perf's thread map; nil: all
+	names map[uint64]string // event names by sample id, from EVENT_UPDATE
+	// next is perf's first record after its initial ones when a perf
+	// without FINISHED_INIT wrote none: a sample, or a record with a
+	// time.
+	next *perfRec
+}
+
+// readInit reads perf's header records and initial state.
+func readInit(sr *perfdata.StreamReader) (*initRecords, error) {
+	in := &initRecords{names: map[uint64]string{}}
+	size := 0
+	for {
+		r, err := sr.Next()
+		if err == io.EOF {
+			return in, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read perf's stream: %w", err)
+		}
+		switch {
+		case r.Type == perfdata.RecordFinishedInit:
+			return in, nil
+		case r.Type == perfdata.RecordSample || r.Type < perfdata.RecordHeaderAttr && hasTime(r.Data, sr.SampleType()):
+			next := copyRec(r)
+			in.next = &next
+			return in, nil
+		case r.Type == perfdata.RecordThreadMap:
+			in.pids = threadMapPids(r.Data)
+		case r.Type == perfdata.RecordEventUpdate:
+			in.addName(r.Data)
+		}
+		if size += len(r.Data) + len(r.Payload); size > maxInit {
+			return nil, fmt.Errorf("read perf's stream: over %d bytes before its first event", maxInit)
+		}
+		in.recs = append(in.recs, copyRec(r))
+	}
+}
+
+// hasTime reports whether a kernel record has a time in its trailer.
+func hasTime(rec []byte, sampleType uint64) bool {
+	sid, err := perfdata.ParseSampleID(rec, sampleType)
+	return err == nil && sid.Time != 0
+}
+
+// threadMapPids reads PERF_RECORD_THREAD_MAP (u64 nr; {u64 pid; char
+// comm[16]} entries[nr]) into the processes of its threads; nil for
+// perf's "every thread" (-1).
+func threadMapPids(rec []byte) []int {
+	le := binary.LittleEndian
+	if len(rec) < 16 {
+		return nil
+	}
+	n := le.Uint64(rec[8:])
+	var pids []int
+	seen := map[int]bool{}
+	for i := uint64(0); i < n && 16+24*(i+1) <= uint64(len(rec)); i++ {
+		tid := int(int64(le.Uint64(rec[16+24*i:])))
+		if tid == -1 {
+			return nil
+		}
+		pid, err := procfs.Tgid(tid)
+		if err != nil {
+			pid = tid // gone: the dump skips it
+		}
+		if !seen[pid] {
+			seen[pid] = true
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// eventUpdateName is PERF_EVENT_UPDATE__NAME.
+const eventUpdateName = 2
+
+// addName takes the name from a PERF_RECORD_EVENT_UPDATE (u64 type, u64
+// id, then for a name the string).
+func (in *initRecords) addName(rec []byte) {
+	le := binary.LittleEndian
+	if len(rec) > 24 && le.Uint64(rec[8:]) == eventUpdateName {
+		name, _, _ := strings.Cut(string(rec[24:]), "\x00")
+		in.names[le.Uint64(rec[16:])] = name
+	}
+}
+
+// recordList holds a dump's records, copied one after another.
+type recordList struct {
+	arena []byte
+	ends  []int
+}
+
+func (l *recordList) add(rec []byte) error {
+	l.arena = append(l.arena, rec...)
+	l.ends = append(l.ends, len(l.arena))
+	return nil
+}
+
+func (l *recordList) each(fn func(rec []byte) error) error {
+	start := 0
+	for _, end := range l.ends {
+		if err := fn(l.arena[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// injectKey is what makes two records report the same mapping: as the
+// Session's dedupe rule compares them, without the file's identity
+// (perf's records carry maj/min/ino, the dump's a build ID).
+type injectKey struct {
+	pid               uint32
+	start, len, pgoff uint64
+	prot              uint32
+	file              string
+}
+
+// keyOfMap returns the key of an MMAP or MMAP2 record.
+func keyOfMap(rec []byte) (injectKey, bool) {
+	h, err := perfdata.ParseHeader(rec)
+	if err != nil {
+		return injectKey{}, false
+	}
+	switch h.Type {
+	case perfdata.RecordMmap:
+		m, _, err := perfdata.ParseMmap(rec, 0)
+		return injectKey{pid: m.Pid, start: m.Addr, len: m.Len, pgoff: m.Pgoff, file: m.Filename}, err == nil
+	case perfdata.RecordMmap2:
+		m, _, err := perfdata.ParseMmap2(rec, 0)
+		k := injectKey{pid: m.Pid, start: m.Addr, len: m.Len, pgoff: m.Pgoff, prot: m.Prot,
+			file: strings.TrimSuffix(m.Filename, " (deleted)")}
+		if m.BuildID == nil && m.Maj == 0 && m.Min == 0 && m.Ino == 0 {
+			k.pgoff = 0 // no file: the kernel reports vm_pgoff, a dump 0
+		}
+		return k, err == nil
+	}
+	return injectKey{}, false
+}
+
+// mapSet is the mappings perf reported before the dump ended.
+type mapSet map[injectKey]struct{}
+
+func mappingsOf(recs []perfRec) mapSet {
+	s := mapSet{}
+	for _, r := range recs {
+		s.add(r.data)
+	}
+	return s
+}
+
+func (s mapSet) add(rec []byte) {
+	if k, ok := keyOfMap(rec); ok {
+		s[k] = struct{}{}
+	}
+}
+
+func (s mapSet) has(rec []byte) bool {
+	k, ok := keyOfMap(rec)
+	if !ok {
+		return false
+	}
+	_, dup := s[k]
+	return dup
+}
+
+// errStop ends a pump that Inject no longer reads.
+var errStop = errors.New("inject stopped")

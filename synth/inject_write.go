@@ -1,0 +1,76 @@
+package synth
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// newInjectWriter starts the output with perf's attrs and features. The
+// SAMPLE_TIME of perf's pipe is left out: perf writes it empty ahead of
+// the samples, and a file gets the span of the samples written.
+func newInjectWriter(out io.Writer, sr *perfdata.StreamReader, init *initRecords, pipe *bool) (*perfdata.Writer, error) {
+	var attrs []perfdata.WriterAttr
+	for _, a := range sr.Attrs() {
+		wa := perfdata.WriterAttr{Attr: a.Attr, IDs: a.IDs}
+		// A newer perf's larger attr is written as the fields perf 6.1
+		// knows.
+		wa.Attr.Size = min(wa.Attr.Size, perfdata.AttrSize)
+		if len(a.IDs) > 0 {
+			wa.Name = init.names[a.IDs[0]]
+		}
+		attrs = append(attrs, wa)
+	}
+	var feats []perfdata.Feature
+	for _, f := range sr.Features() {
+		if f.ID != perfdata.FeatSampleTime {
+			feats = append(feats, f)
+		}
+	}
+	w, err := perfdata.NewWriter(out, perfdata.WriterOptions{Attrs: attrs, Features: feats, Pipe: pipe})
+	if err != nil {
+		return nil, fmt.Errorf("start perf.data: %w", err)
+	}
+	return w, nil
+}
+
+// writeInit writes perf's initial records but the attrs and features
+// (the writer wrote those), then the synthesized ones, then
+// FINISHED_INIT.
+func writeInit(w *perfdata.Writer, init *initRecords, synth func() error) error {
+	for _, r := range init.recs {
+		switch perfdata.RecordType(binary.LittleEndian.Uint32(r.data)) {
+		case perfdata.RecordHeaderAttr, perfdata.RecordHeaderFeature:
+			continue
+		}
+		if err := w.WriteRecordPayload(r.data, r.payload); err != nil {
+			return err
+		}
+	}
+	if err := synth(); err != nil {
+		return err
+	}
+	return w.EndInit()
+}
+
+// writeSynth writes the dump's records that perf's stream did not have
+// first, each with a trailer of perf's layout in place of the dump's,
+// zero as perf's own synthesized records have it.
+func writeSynth(w *perfdata.Writer, table *headerTables, recs *recordList, ours uint64, seen mapSet, trailer uint64, st *InjectStats) error {
+	strip := perfdata.SampleIDSize(ours)
+	var buf []byte
+	return recs.each(func(rec []byte) error {
+		if seen.has(rec) {
+			st.Dropped++
+			return nil
+		}
+		buf = append(buf[:0], rec[:len(rec)-strip]...)
+		buf = perfdata.AppendSampleID(buf, trailer, &perfdata.SampleID{})
+		binary.LittleEndian.PutUint16(buf[6:], uint16(len(buf)))
+		table.add(buf)
+		st.Written++
+		return w.WriteRecord(buf)
+	})
+}
