@@ -125,7 +125,6 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	return st, err
 }
 
-
 // injectDump dumps the host with the options perf's stream asked for
 // and returns the records, and the CLOCK_MONOTONIC time the dump ended.
 func injectDump(ctx context.Context, o Options, opts InjectOptions, st *InjectStats) (*recordList, uint64, error) {
