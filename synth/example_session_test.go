@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -66,4 +68,54 @@ func ExampleSession() {
 	// dumps: 1
 	// live: true
 	// lost: 0
+}
+
+// The loop of the README: write a session to perf.data, its dump and
+// then the live records of the next second. ReadContext ends the loop.
+func ExampleSession_ReadContext() {
+	s, err := synth.NewSession(synth.SessionOptions{
+		Options: synth.Options{Pids: []int{os.Getpid()}}, // nil: the whole host
+		Sample:  &synth.SampleOptions{Freq: 999},         // optional cpu-clock samples
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	f, err := os.CreateTemp("", "perf.data")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	w, err := perfdata.NewWriter(f, perfdata.WriterOptions{Attrs: s.Attrs()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.Dump(ctx); err != nil { // a new generation
+		fmt.Println(err)
+		return
+	}
+	var rec synth.Record
+	n := 0
+	for {
+		err := s.ReadContext(ctx, &rec) // synthesized, then live records and samples
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if rec.Kind != synth.KindDumpEnd {
+			w.WriteRecord(rec.Raw) // valid until the next read
+			n++
+		}
+	}
+	fmt.Println("records:", n > 0, "close:", w.Close())
+	// Output: records: true close: <nil>
 }

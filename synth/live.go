@@ -32,6 +32,21 @@ func (s *Session) ReadInto(rec *Record) error {
 	return err
 }
 
+// ReadContext is ReadInto that gives up waiting when ctx is done, with
+// ctx's error. It is how a reader ends: with a deadline or a cancel
+// from elsewhere, instead of the session-wide SetDeadline. A dump's
+// records are bounded by the ctx given to Dump.
+func (s *Session) ReadContext(ctx context.Context, rec *Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, s.interrupt)
+	defer stop()
+	s.readCtx = ctx
+	defer func() { s.readCtx = nil }()
+	return s.ReadInto(rec)
+}
+
 // ReadBatch is ReadInto for many records at once: it fills recs with the
 // next records of the stream and returns how many, at least one unless
 // it returns an error. It waits only for the first record; the others
@@ -182,8 +197,11 @@ func (s *Session) count(rec *Record) {
 }
 
 // wait sleeps until a ring reaches its watermark, the poll tick passes,
-// or Close, Flush or SetDeadline interrupt it.
+// or Close, Flush, SetDeadline or ReadContext's ctx interrupt it.
 func (s *Session) wait() error {
+	if s.readCtx != nil && s.readCtx.Err() != nil {
+		return s.readCtx.Err()
+	}
 	timeout := pollTick
 	if dl := s.deadline.Load(); dl != 0 {
 		left := time.Until(time.Unix(0, dl))

@@ -62,6 +62,21 @@ const (
 	KindDumpEnd                           // the end of a dump's synthesized records; no Raw
 )
 
+// String names the kind, as its constant does without "Kind".
+func (k RecordKind) String() string {
+	switch k {
+	case KindSynthesized:
+		return "synthesized"
+	case KindLive:
+		return "live"
+	case KindSample:
+		return "sample"
+	case KindDumpEnd:
+		return "dump-end"
+	}
+	return fmt.Sprintf("RecordKind(%d)", uint8(k))
+}
+
 // Record is one record of a session's stream.
 type Record struct {
 	Kind RecordKind
@@ -135,6 +150,7 @@ type Session struct {
 	lastPoll uint64
 	stats    SessionStats
 	pollfds  []unix.PollFd
+	readCtx  context.Context // of the ReadContext running; nil: none
 }
 
 // NewSession loads the BPF programs, opens the rings with the live
@@ -368,9 +384,9 @@ func (b *recordBuf) pop() ([]byte, bool) {
 }
 
 // Type returns the PERF_RECORD_* type of the record; 0 for KindDumpEnd.
-func (r *Record) Type() uint32 {
+func (r *Record) Type() perfdata.RecordType {
 	if len(r.Raw) < 8 {
 		return 0
 	}
-	return dump.RecType(r.Raw)
+	return perfdata.RecordType(dump.RecType(r.Raw))
 }

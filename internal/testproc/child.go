@@ -52,6 +52,9 @@ func Main() {
 // the bytes HEX at OFF in the mapping of Spec.Maps[I]; with PROTECT 1,
 // the page is made writable first and read-execute again after.
 func (c *child) command(line string) error {
+	if path, ok := strings.CutPrefix(line, "map "); ok {
+		return c.mapLater(path)
+	}
 	var i, off, protect int
 	var h string
 	if _, err := fmt.Sscanf(line, "poke %d %d %s %d", &i, &off, &h, &protect); err != nil {
@@ -303,5 +306,25 @@ func (c *child) mapExisting() error {
 		c.existing = append(c.existing, m)
 		c.files = append(c.files, ms.Path)
 	}
+	return nil
+}
+
+// mapLater maps the whole of an existing file read-execute, private: the
+// command "map PATH" of Proc.Map.
+func (c *child) mapLater(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
+	if err != nil {
+		return fmt.Errorf("mmap %s: %w", path, err)
+	}
+	c.maps = append(c.maps, m)
 	return nil
 }

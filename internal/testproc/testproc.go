@@ -163,13 +163,22 @@ func (p *Proc) Stop() error {
 // Spec.Maps[i]; with protect, the page is made writable for the write
 // and read-execute again after it (as a process rewriting its own code).
 func (p *Proc) Poke(i int, off int64, data []byte, protect bool) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	pr := 0
 	if protect {
 		pr = 1
 	}
-	if _, err := fmt.Fprintf(p.stdin, "poke %d %d %x %d\n", i, off, data, pr); err != nil {
+	return p.command(fmt.Sprintf("poke %d %d %x %d", i, off, data, pr))
+}
+
+// Map has the process map the whole of an existing file read-execute,
+// private, as a library loaded after it started.
+func (p *Proc) Map(path string) error { return p.command("map " + path) }
+
+// command sends the process a command line and waits for its answer.
+func (p *Proc) command(line string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := fmt.Fprintln(p.stdin, line); err != nil {
 		return err
 	}
 	if !p.out.Scan() {
