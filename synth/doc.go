@@ -26,6 +26,11 @@
 // minimal perf record built on it; synth dump writes one generation of a
 // Session.
 //
+// Snapshot and Table give a profiler what it keeps: every process with
+// its mappings as typed values, build IDs included, kept current by
+// applying a Session's records. Inject adds one dump's state to the
+// pipe of an unmodified `perf record -o -`, as synth inject does.
+//
 // BPF runs as root, or with CAP_BPF and CAP_PERFMON; without them NewBPF
 // and NewSession return a *PermissionError naming what is missing.
 package synth
