@@ -153,6 +153,12 @@ func TestInjectPid(t *testing.T) {
 		t.Fatalf("synth inject: exit %d: %s", r.code, r.stderr)
 	}
 	checkInjected(t, perf, out, ref, pid)
+	// perf annotate finds the samples in the binary's code.
+	cmd := exec.Command(perf, "annotate", "--stdio", "-i", out, "main_spin")
+	cmd.Env = perfEnv(t)
+	if r := runCmd(t, cmd); r.code != 0 || !strings.Contains(r.stdout, "Disassembly of spin") {
+		t.Errorf("perf annotate main_spin: exit %d: %.500s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // The same for the whole host, written in pipe mode.
