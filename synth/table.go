@@ -80,7 +80,8 @@ func (t *Table) Processes() []*Process {
 //   - MMAP2 and MMAP add a mapping, in place of what it overlaps;
 //   - COMM names the process, and with PERF_RECORD_MISC_COMM_EXEC (an
 //     exec) drops its mappings: the new program's follow;
-//   - FORK of a new process gives it a copy of its parent's mappings;
+//   - FORK of a new process gives it a copy of its parent's mappings
+//     (not a dump's, which only names a running process's parent);
 //   - EXIT of a process's main thread removes it.
 //
 // Other records, and the kernel's maps, are left alone. A malformed
@@ -123,7 +124,9 @@ func (t *Table) Apply(rec []byte) error {
 		if err != nil {
 			return err
 		}
-		if _, ok := t.procs[f.Pid]; f.Pid != f.Ppid && f.Pid == f.Tid && !ok {
+		// A dump's FORK (perf's MiscForkExec) only names the parent of a
+		// running process, whose own mappings follow.
+		if _, ok := t.procs[f.Pid]; f.Pid != f.Ppid && f.Pid == f.Tid && !ok && h.Misc&perfdata.MiscForkExec == 0 {
 			p := t.proc(f.Pid)
 			if parent, ok := t.procs[f.Ppid]; ok {
 				p.Comm, p.Mappings = parent.Comm, slices.Clone(parent.Mappings)

@@ -58,6 +58,13 @@ func TestTableApply(t *testing.T) {
 	if !ok || ranges(c) != ranges(p) {
 		t.Errorf("forked child: %v %s", ok, ranges(c))
 	}
+	// A dump's FORK of a running process copies nothing: its own
+	// mappings follow.
+	synthFork := perfdata.Fork{Misc: perfdata.MiscForkExec, Pid: 4, Ppid: 1, Tid: 4, Ptid: 1}
+	apply(synthFork.Append(nil, 0, nil))
+	if c, ok := tb.Process(4); ok && len(c.Mappings) != 0 {
+		t.Errorf("a dump's FORK copied the parent's mappings: %s", ranges(c))
+	}
 	exec := perfdata.Comm{Misc: perfdata.MiscCommExec, Pid: 2, Tid: 2, Comm: "new"}
 	apply(exec.Append(nil, 0, nil))
 	if c, _ := tb.Process(2); len(c.Mappings) != 0 || c.Comm != "new" {
@@ -101,6 +108,22 @@ func TestTableLive(t *testing.T) {
 	testenv.Root(t)
 	exe, _ := os.Executable()
 	p := testproc.StartT(t, testproc.Spec{Dir: t.TempDir(), Maps: []testproc.MapSpec{{Path: exe, Len: 4096}}})
+	// A snapshot of the whole host has the test process as /proc has
+	// it (its parent, this test, is in the table too).
+	b, err := synth.NewBPF(synth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, err := synth.Snapshot(context.Background(), b)
+	b.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hp, ok := host.Process(uint32(p.Pid)); !ok {
+		t.Errorf("host snapshot: no process %d among %d", p.Pid, len(host.Processes()))
+	} else if got, want := tableKeys(hp), procTableKeys(t, p.Pid); !slices.Equal(got, want) {
+		t.Errorf("host snapshot:\n%v\n/proc/%d/maps:\n%v", got, p.Pid, want)
+	}
 	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{p.Pid}}})
 	if err != nil {
 		t.Fatal(err)
