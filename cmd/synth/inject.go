@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/synth-dev/synth/synth"
 )
@@ -70,7 +71,7 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 	if err != nil {
 		return fail(stderr, err)
 	}
-	fmt.Fprintf(stderr, "synth: inject: method %s: %d processes, %d synthesized records written, %d left out as perf reported them first; %d of perf's records\n",
-		st.Dump.Method, st.Dump.Processes, st.Written, st.Dropped, st.Perf)
+	fmt.Fprintf(stderr, "synth: inject: method %s: %d processes, %d synthesized records written, %d left out as perf reported them first, dump %v; %d of perf's records\n",
+		st.Dump.Method, st.Dump.Processes, st.Written, st.Dropped, st.Dump.Elapsed.Round(10*time.Microsecond), st.Perf)
 	return exitOK
 }
