@@ -75,11 +75,13 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	if err != nil {
 		return st, err
 	}
-	trailer, err := checkAttrs(sr.Attrs())
+	// The header, taken before the pump reads on.
+	attrs, feats := sr.Attrs(), sr.Features()
+	trailer, err := checkAttrs(attrs)
 	if err != nil {
 		return st, err
 	}
-	o := injectDumpOptions(sr.Attrs(), init, opts)
+	o := injectDumpOptions(attrs, init, opts)
 	perf := startPump(sr, init.next)
 	defer perf.stop()
 
@@ -96,7 +98,7 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 		}
 	}
 
-	w, err := newInjectWriter(out, sr, init, opts.Pipe)
+	w, err := newInjectWriter(out, attrs, feats, init, opts.Pipe)
 	if err != nil {
 		return st, err
 	}
@@ -108,7 +110,7 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 		err = w.WriteRecordPayload(held[i].data, held[i].payload)
 		st.Perf++
 	}
-	held = nil
+	held = nil // let the copies go while the rest streams
 	if err == nil {
 		err = perfErr
 	}

@@ -3,7 +3,6 @@ package synth
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -195,6 +194,3 @@ func (s mapSet) has(rec []byte) bool {
 	_, dup := s[k]
 	return dup
 }
-
-// errStop ends a pump that Inject no longer reads.
-var errStop = errors.New("inject stopped")

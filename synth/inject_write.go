@@ -11,9 +11,9 @@ import (
 // newInjectWriter starts the output with perf's attrs and features. The
 // SAMPLE_TIME of perf's pipe is left out: perf writes it empty ahead of
 // the samples, and a file gets the span of the samples written.
-func newInjectWriter(out io.Writer, sr *perfdata.StreamReader, init *initRecords, pipe *bool) (*perfdata.Writer, error) {
+func newInjectWriter(out io.Writer, perfAttrs []perfdata.ReaderAttr, perfFeats []perfdata.Feature, init *initRecords, pipe *bool) (*perfdata.Writer, error) {
 	var attrs []perfdata.WriterAttr
-	for _, a := range sr.Attrs() {
+	for _, a := range perfAttrs {
 		wa := perfdata.WriterAttr{Attr: a.Attr, IDs: a.IDs}
 		// A newer perf's larger attr is written as the fields perf 6.1
 		// knows.
@@ -24,7 +24,7 @@ func newInjectWriter(out io.Writer, sr *perfdata.StreamReader, init *initRecords
 		attrs = append(attrs, wa)
 	}
 	var feats []perfdata.Feature
-	for _, f := range sr.Features() {
+	for _, f := range perfFeats {
 		if f.ID != perfdata.FeatSampleTime {
 			feats = append(feats, f)
 		}
