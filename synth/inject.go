@@ -88,7 +88,7 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	// A dump that fails still leaves perf's recording to write out.
 	synth, end, dumpErr := injectDump(ctx, o, opts, &st)
 	if dumpErr != nil {
-		synth, end = &recordList{}, 0
+		synth, end = &recordBuf{}, 0
 	}
 	held, perfErr := perf.until(end)
 	seen := mappingsOf(init.recs)
@@ -129,7 +129,7 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 
 // injectDump dumps the host with the options perf's stream asked for
 // and returns the records, and the CLOCK_MONOTONIC time the dump ended.
-func injectDump(ctx context.Context, o Options, opts InjectOptions, st *InjectStats) (*recordList, uint64, error) {
+func injectDump(ctx context.Context, o Options, opts InjectOptions, st *InjectStats) (*recordBuf, uint64, error) {
 	name := opts.Method
 	if name == "" {
 		name = MethodAuto
@@ -142,7 +142,7 @@ func injectDump(ctx context.Context, o Options, opts InjectOptions, st *InjectSt
 	if opts.Opened != nil {
 		opts.Opened(why)
 	}
-	recs := &recordList{}
+	recs := &recordBuf{}
 	st.Dump, err = m.Dump(ctx, recs.add)
 	if err != nil {
 		return nil, 0, fmt.Errorf("dump: %w", err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/synth-dev/synth/internal/method/bpfdump"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -114,63 +115,9 @@ func (in *initRecords) addName(rec []byte) {
 	}
 }
 
-// recordList holds a dump's records, copied one after another.
-type recordList struct {
-	arena []byte
-	ends  []int
-}
-
-func (l *recordList) add(rec []byte) error {
-	l.arena = append(l.arena, rec...)
-	l.ends = append(l.ends, len(l.arena))
-	return nil
-}
-
-func (l *recordList) each(fn func(rec []byte) error) error {
-	start := 0
-	for _, end := range l.ends {
-		if err := fn(l.arena[start:end]); err != nil {
-			return err
-		}
-		start = end
-	}
-	return nil
-}
-
-// injectKey is what makes two records report the same mapping: as the
-// Session's dedupe rule compares them, without the file's identity
-// (perf's records carry maj/min/ino, the dump's a build ID).
-type injectKey struct {
-	pid               uint32
-	start, len, pgoff uint64
-	prot              uint32
-	file              string
-}
-
-// keyOfMap returns the key of an MMAP or MMAP2 record.
-func keyOfMap(rec []byte) (injectKey, bool) {
-	h, err := perfdata.ParseHeader(rec)
-	if err != nil {
-		return injectKey{}, false
-	}
-	switch h.Type {
-	case perfdata.RecordMmap:
-		m, _, err := perfdata.ParseMmap(rec, 0)
-		return injectKey{pid: m.Pid, start: m.Addr, len: m.Len, pgoff: m.Pgoff, file: m.Filename}, err == nil
-	case perfdata.RecordMmap2:
-		m, _, err := perfdata.ParseMmap2(rec, 0)
-		k := injectKey{pid: m.Pid, start: m.Addr, len: m.Len, pgoff: m.Pgoff, prot: m.Prot,
-			file: strings.TrimSuffix(m.Filename, " (deleted)")}
-		if m.BuildID == nil && m.Maj == 0 && m.Min == 0 && m.Ino == 0 {
-			k.pgoff = 0 // no file: the kernel reports vm_pgoff, a dump 0
-		}
-		return k, err == nil
-	}
-	return injectKey{}, false
-}
-
-// mapSet is the mappings perf reported before the dump ended.
-type mapSet map[injectKey]struct{}
+// mapSet is the mappings perf reported before the dump ended, by the
+// key the Session's dedupe rule compares.
+type mapSet map[bpfdump.MapKey]struct{}
 
 func mappingsOf(recs []perfRec) mapSet {
 	s := mapSet{}
@@ -181,13 +128,13 @@ func mappingsOf(recs []perfRec) mapSet {
 }
 
 func (s mapSet) add(rec []byte) {
-	if k, ok := keyOfMap(rec); ok {
+	if k, ok := bpfdump.KeyOf(rec); ok {
 		s[k] = struct{}{}
 	}
 }
 
 func (s mapSet) has(rec []byte) bool {
-	k, ok := keyOfMap(rec)
+	k, ok := bpfdump.KeyOf(rec)
 	if !ok {
 		return false
 	}

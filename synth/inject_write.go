@@ -58,19 +58,22 @@ func writeInit(w *perfdata.Writer, init *initRecords, synth func() error) error 
 // writeSynth writes the dump's records that perf's stream did not have
 // first, each with a trailer of perf's layout in place of the dump's,
 // zero as perf's own synthesized records have it.
-func writeSynth(w *perfdata.Writer, table *headerTables, recs *recordList, ours uint64, seen mapSet, trailer uint64, st *InjectStats) error {
+func writeSynth(w *perfdata.Writer, table *headerTables, recs *recordBuf, ours uint64, seen mapSet, trailer uint64, st *InjectStats) error {
 	strip := perfdata.SampleIDSize(ours)
 	var buf []byte
-	return recs.each(func(rec []byte) error {
+	for _, rec := range recs.recs {
 		if seen.has(rec) {
 			st.Dropped++
-			return nil
+			continue
 		}
 		buf = append(buf[:0], rec[:len(rec)-strip]...)
 		buf = perfdata.AppendSampleID(buf, trailer, &perfdata.SampleID{})
 		binary.LittleEndian.PutUint16(buf[6:], uint16(len(buf)))
 		table.add(buf)
 		st.Written++
-		return w.WriteRecord(buf)
-	})
+		if err := w.WriteRecord(buf); err != nil {
+			return err
+		}
+	}
+	return nil
 }

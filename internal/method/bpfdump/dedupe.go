@@ -35,6 +35,28 @@ func (f mapFile) sameFile(o mapFile) bool {
 	return f.buildID != o.buildID || f.ident == o.ident
 }
 
+// MapKey is what makes two records report the same mapping, as the
+// dedupe rule compares them, leaving out the file's identity: a
+// comparable value for a map.
+type MapKey = mapKey
+
+// KeyOf returns the key of an MMAP2 record, or of an MMAP record (which
+// carries no protection), for a consumer of another live stream to
+// apply the dedupe rule with: synth inject's, perf's.
+func KeyOf(rec []byte) (MapKey, bool) {
+	if len(rec) > mmapFilenameOff && dump.RecType(rec) == perfdata.RecordMmap {
+		le := binary.NativeEndian
+		return mapKey{pid: le.Uint32(rec[8:]), start: le.Uint64(rec[16:]), len: le.Uint64(rec[24:]),
+			pgoff: le.Uint64(rec[32:]), file: dump.CString(rec[mmapFilenameOff:])}, true
+	}
+	k, _, ok := keyOf(rec)
+	return k, ok
+}
+
+// mmapFilenameOff is where the name starts in a PERF_RECORD_MMAP: header
+// 8, pid/tid 8, addr/len/pgoff 24.
+const mmapFilenameOff = 40
+
 func keyOf(rec []byte) (mapKey, mapFile, bool) {
 	if len(rec) < dump.Mmap2FilenameOff+1 || dump.RecType(rec) != perfdata.RecordMmap2 {
 		return mapKey{}, mapFile{}, false
