@@ -12,7 +12,9 @@ import (
 // processes.
 type Method interface {
 	// Dump hands every record, with its sample_id_all trailer, to emit,
-	// in perf's order. rec is only valid during the call.
+	// in perf's order. rec is only valid during the call. The calls are
+	// never concurrent and all end before Dump returns, but may come from
+	// goroutines of the method's own.
 	Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error)
 	Close() error
 }

@@ -62,6 +62,8 @@ type procResult struct {
 
 // Dump synthesizes the host (or dump.Options.Pids) and hands each record to
 // emit in perf's order: kernel maps, then per process COMM/FORK and MMAP2.
+// A process's records may be emitted from a worker's goroutine, never two
+// calls at once, and all before Dump returns.
 func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.Stats, error) {
 	d := dump.New(m.opts, emit, nil)
 	d.Stats.Method = m.name
@@ -115,68 +117,10 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 }
 
 // run reads the processes with the worker pool and hands the results to
-// write in pid order. At most 4 results per worker wait to be written.
+// write in pid order.
 func (m *Method) run(ctx context.Context, pids []int, want func(uint32) bool, write func(*procResult) error) error {
-	if m.threads == 1 {
-		// One worker: the caller's goroutine, with no hand-off per process.
-		rd := m.reader()
-		for _, pid := range pids {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := write(m.process(rd, pid, want)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	slots := make([]chan *procResult, len(pids))
-	for i := range slots {
-		slots[i] = make(chan *procResult, 1)
-	}
-	window := make(chan struct{}, 4*m.threads)
-	var next int
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range m.threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rd := m.reader()
-			for {
-				select {
-				case window <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= len(pids) {
-					<-window
-					return
-				}
-				slots[i] <- m.process(rd, pids[i], want)
-			}
-		}()
-	}
-	defer wg.Wait()
-	for i := range pids {
-		var r *procResult
-		select {
-		case r = <-slots[i]:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		<-window
-		if err := write(r); err != nil {
-			return err
-		}
-	}
-	return nil
+	return runOrdered(ctx, len(pids), m.threads, m.reader,
+		func(rd mapReader, i int) *procResult { return m.process(rd, pids[i], want) }, write)
 }
 
 // process synthesizes one process: FORK, NAMESPACES (with
