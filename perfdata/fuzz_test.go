@@ -20,6 +20,7 @@ func FuzzReader(f *testing.F) {
 		for _, rec := range testRecords() {
 			w.WriteRecord(rec)
 		}
+		w.WriteRecordPayload(auxtraceRecord(8), []byte("AUXDATA!"))
 		if err := w.Close(); err != nil {
 			f.Fatal(err)
 		}

@@ -26,8 +26,9 @@ type Record struct {
 	Type RecordType
 	Misc uint16
 	Data []byte
-	// Payload is what follows a HEADER_TRACING_DATA or AUXTRACE record
-	// in a pipe, outside its header's size (StreamReader only).
+	// Payload is what follows a HEADER_TRACING_DATA (in a pipe) or
+	// AUXTRACE record in the data, outside its header's size; valid as
+	// long as Data.
 	Payload []byte
 }
 
@@ -233,6 +234,19 @@ func (rd *Reader) Next() (Record, error) {
 		return Record{}, err
 	}
 	rec := Record{Off: rd.pos, Type: RecordType(h.Type), Misc: h.Misc, Data: b}
+	if n := payloadSize(&rec); n > 0 {
+		// Read again, with what follows: the record's bytes stay in
+		// the buffer, before the payload.
+		left := rd.end - rd.pos - int64(h.Size)
+		if n > maxPayload || n > uint64(left) {
+			return Record{}, errorf(rd.pos, "%s payload of %d bytes, %d left in the data", rec.Type, n, left)
+		}
+		if b, err = rd.readAt(rd.pos, int(h.Size)+int(n)); err != nil {
+			return Record{}, err
+		}
+		rec.Data, rec.Payload = b[:h.Size], b[h.Size:]
+		rd.pos += int64(n)
+	}
 	rd.pos += int64(h.Size)
 	if rd.pipe {
 		if err := rd.take(rec); err != nil {

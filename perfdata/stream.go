@@ -80,17 +80,23 @@ func (s *StreamReader) Next() (Record, error) {
 	return rec, nil
 }
 
-// readPayload reads what follows a record outside its size: the tracing
-// data after HEADER_TRACING_DATA (u32 size), the trace after AUXTRACE
-// (u64 size).
-func (s *StreamReader) readPayload(rec *Record) error {
-	var n uint64
+// payloadSize is the size of what follows rec in the data, outside its
+// header's size: the tracing data after HEADER_TRACING_DATA (u32 size;
+// pipe mode only), the trace after AUXTRACE (u64 size).
+func payloadSize(rec *Record) uint64 {
 	switch {
 	case rec.Type == RecordHeaderTracingData && len(rec.Data) >= headerSize+4:
-		n = uint64(le.Uint32(rec.Data[headerSize:]))
+		return uint64(le.Uint32(rec.Data[headerSize:]))
 	case rec.Type == RecordAuxtrace && len(rec.Data) >= headerSize+8:
-		n = le.Uint64(rec.Data[headerSize:])
-	default:
+		return le.Uint64(rec.Data[headerSize:])
+	}
+	return 0
+}
+
+// readPayload reads what follows rec outside its size (payloadSize).
+func (s *StreamReader) readPayload(rec *Record) error {
+	n := payloadSize(rec)
+	if n == 0 {
 		return nil
 	}
 	if n > maxPayload {
