@@ -122,7 +122,7 @@ func hasFeature(fs []Feature, id int) bool {
 func (w *Writer) eventDesc() Feature {
 	descs := make([]EventDesc, len(w.attrs))
 	for i, a := range w.attrs {
-		descs[i] = EventDesc{Attr: a.Attr, Name: a.Name, IDs: a.IDs}
+		descs[i] = EventDesc(a)
 	}
 	return EventDescFeature(descs)
 }
