@@ -36,14 +36,13 @@ type Attr struct {
 	SigData          uint64
 }
 
-// Append encodes a as AttrSize bytes. A zero Size is written as AttrSize.
+// Append encodes a as AttrSize bytes, with AttrSize in its size field
+// whatever a.Size says: perf finds what follows an attr by that field.
+// An attr of an older ABI reads the same with its new fields zero; the
+// fields of a newer one (config3, PERF_ATTR_SIZE_VER8) are not written.
 func (a *Attr) Append(b []byte) []byte {
-	size := a.Size
-	if size == 0 {
-		size = AttrSize
-	}
 	b = le.AppendUint32(b, a.Type)
-	b = le.AppendUint32(b, size)
+	b = le.AppendUint32(b, AttrSize)
 	for _, v := range []uint64{a.Config, a.SamplePeriod, a.SampleType, a.ReadFormat, a.Flags} {
 		b = le.AppendUint64(b, v)
 	}

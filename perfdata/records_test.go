@@ -141,6 +141,18 @@ func TestAttrRoundTrip(t *testing.T) {
 	}
 }
 
+// An attr is written as AttrSize bytes, and says so, whatever size it
+// came with: an older perf's 112 bytes, a newer one's 136, or none.
+func TestAttrSizeWritten(t *testing.T) {
+	for _, size := range []uint32{0, 64, 112, AttrSize, 136} {
+		a := Attr{Type: 1, Size: size, Config: 9, SigData: 5}
+		b := a.Append(nil)
+		if len(b) != AttrSize || le.Uint32(b[4:]) != AttrSize {
+			t.Errorf("size %d: %d bytes, size field %d; want %d", size, len(b), le.Uint32(b[4:]), AttrSize)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	good := (&Comm{Pid: 1, Tid: 1, Comm: "abc"}).Append(nil, testST, &testSID)
 	bad := map[string][]byte{

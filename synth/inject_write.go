@@ -14,10 +14,9 @@ import (
 func newInjectWriter(out io.Writer, perfAttrs []perfdata.ReaderAttr, perfFeats []perfdata.Feature, init *initRecords, pipe *bool) (*perfdata.Writer, error) {
 	var attrs []perfdata.WriterAttr
 	for _, a := range perfAttrs {
-		wa := perfdata.WriterAttr{Attr: a.Attr, IDs: a.IDs}
 		// A newer perf's larger attr is written as the fields perf 6.1
-		// knows.
-		wa.Attr.Size = min(wa.Attr.Size, perfdata.AttrSize)
+		// knows (Attr.Append).
+		wa := perfdata.WriterAttr{Attr: a.Attr, IDs: a.IDs}
 		if len(a.IDs) > 0 {
 			wa.Name = init.names[a.IDs[0]]
 		}
