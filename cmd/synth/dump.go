@@ -46,9 +46,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	if err := opts.Check(); err != nil {
 		return usageError(stderr, "dump: %v", err)
 	}
-	switch *method {
-	case synth.MethodAuto, synth.MethodBPF, synth.MethodProcmaps, synth.MethodProcquery, synth.MethodFloor:
-	default:
+	if !knownMethod(*method, synth.MethodFloor) {
 		return usageError(stderr, "dump: unknown method %q (want auto, bpf, procmaps or procquery)", *method)
 	}
 	target, err := tf.target()

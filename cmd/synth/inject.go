@@ -31,9 +31,7 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 	if fs.NArg() > 0 {
 		return usageError(stderr, "inject: unexpected argument %q", fs.Arg(0))
 	}
-	switch *method {
-	case synth.MethodAuto, synth.MethodBPF, synth.MethodProcmaps, synth.MethodProcquery:
-	default:
+	if !knownMethod(*method) {
 		return usageError(stderr, "inject: unknown method %q (want auto, bpf, procmaps or procquery)", *method)
 	}
 	if *out == "" {

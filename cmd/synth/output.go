@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/synth"
 )
 
 // parseFlags parses a command's flags. On a bad command line it prints
@@ -38,6 +41,16 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
 func usageError(stderr io.Writer, format string, args ...any) int {
 	fmt.Fprintf(stderr, "synth: "+format+"\n", args...)
 	return exitUsage
+}
+
+// knownMethod reports whether name is a method --method takes: the
+// public ones, and the extra ones a command also accepts.
+func knownMethod(name string, extra ...string) bool {
+	switch name {
+	case synth.MethodAuto, synth.MethodBPF, synth.MethodProcmaps, synth.MethodProcquery:
+		return true
+	}
+	return slices.Contains(extra, name)
 }
 
 // checkStdout says why perf.data must not go to stdout: a terminal,
