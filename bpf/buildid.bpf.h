@@ -17,10 +17,6 @@
 #ifndef SYNTH_BUILDID_BPF_H
 #define SYNTH_BUILDID_BPF_H
 
-extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it,
-				 struct task_struct *task, __u64 addr) __ksym;
-extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym;
-extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -36,6 +32,56 @@ struct {
 	__type(value, struct synth_pending);
 } pending SEC(".maps");
 
+/* struct inode's times before 6.11, as CO-RE flavors: a timespec64 each,
+ * named i_ctime/i_mtime up to 6.5, __i_ctime from 6.6 and __i_mtime from
+ * 6.7 (include/linux/fs.h). 6.11 split them into i_ctime_sec and
+ * i_ctime_nsec, the layout of vmlinux.h. */
+struct inode___ts64 {
+	struct timespec64 i_ctime;
+	struct timespec64 i_mtime;
+} __attribute__((preserve_access_index));
+
+struct inode___ts64_private {
+	struct timespec64 __i_ctime;
+	struct timespec64 __i_mtime;
+} __attribute__((preserve_access_index));
+
+/* The change and modification times of inode, whichever way this kernel
+ * stores them. Multigrain timestamps (6.13+) keep a "queried" flag in the
+ * top bit of i_ctime_nsec: a stat() of the file flips it. Nanoseconds fit
+ * in 30 bits. */
+static __always_inline void inode_times(struct inode *inode, struct synth_file_key *k)
+{
+	if (bpf_core_field_exists(inode->i_ctime_sec)) {
+		k->ctime_sec = BPF_CORE_READ(inode, i_ctime_sec);
+		k->ctime_nsec = BPF_CORE_READ(inode, i_ctime_nsec);
+		k->mtime_sec = BPF_CORE_READ(inode, i_mtime_sec);
+		k->mtime_nsec = BPF_CORE_READ(inode, i_mtime_nsec);
+	} else if (bpf_core_field_exists(((struct inode___ts64 *)inode)->i_ctime)) {
+		struct inode___ts64 *old = (void *)inode;
+
+		k->ctime_sec = BPF_CORE_READ(old, i_ctime.tv_sec);
+		k->ctime_nsec = BPF_CORE_READ(old, i_ctime.tv_nsec);
+		k->mtime_sec = BPF_CORE_READ(old, i_mtime.tv_sec);
+		k->mtime_nsec = BPF_CORE_READ(old, i_mtime.tv_nsec);
+	} else {
+		struct inode___ts64_private *old = (void *)inode;
+		struct inode___ts64 *mid = (void *)inode;
+
+		k->ctime_sec = BPF_CORE_READ(old, __i_ctime.tv_sec);
+		k->ctime_nsec = BPF_CORE_READ(old, __i_ctime.tv_nsec);
+		/* 6.6 renamed only the change time */
+		if (bpf_core_field_exists(old->__i_mtime)) {
+			k->mtime_sec = BPF_CORE_READ(old, __i_mtime.tv_sec);
+			k->mtime_nsec = BPF_CORE_READ(old, __i_mtime.tv_nsec);
+		} else {
+			k->mtime_sec = BPF_CORE_READ(mid, i_mtime.tv_sec);
+			k->mtime_nsec = BPF_CORE_READ(mid, i_mtime.tv_nsec);
+		}
+	}
+	k->ctime_nsec &= (1U << 30) - 1;
+}
+
 static __always_inline void file_key(struct file *file, struct synth_file_key *k)
 {
 	struct inode *inode = BPF_CORE_READ(file, f_inode);
@@ -43,13 +89,7 @@ static __always_inline void file_key(struct file *file, struct synth_file_key *k
 	k->ino = BPF_CORE_READ(inode, i_ino);
 	k->dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	k->generation = BPF_CORE_READ(inode, i_generation);
-	k->ctime_sec = BPF_CORE_READ(inode, i_ctime_sec);
-	/* Multigrain timestamps (6.13+) keep a "queried" flag in the top
-	 * bit of i_ctime_nsec: a stat() of the file flips it. Nanoseconds
-	 * fit in 30 bits. */
-	k->ctime_nsec = BPF_CORE_READ(inode, i_ctime_nsec) & ((1U << 30) - 1);
-	k->mtime_sec = BPF_CORE_READ(inode, i_mtime_sec);
-	k->mtime_nsec = BPF_CORE_READ(inode, i_mtime_nsec);
+	inode_times(inode, k);
 }
 
 /* Note a file for userspace, with the mapping [start, end) of process

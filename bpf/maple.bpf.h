@@ -15,6 +15,15 @@
  * A walk that fails is reported as such (SYNTH_WALK_INVALID) and
  * userspace reads that process again with the task_vma iterator.
  *
+ * The first check is a proof only where mm_lock_seq is a seqcount_t
+ * (include/linux/mmap_lock.h: mm_lock_seqcount_begin() makes it odd for
+ * as long as mmap_write_lock() is held): 6.14 and later, and stable
+ * kernels that took that change (Debian 12's 6.12.107 has it). On 6.4 to
+ * 6.13 without it mm_lock_seq is an int that changes only when the lock
+ * is released, and before 6.4 there is none: there, walk_provable() is
+ * false, the walk is never run, and every process is read with the
+ * iterator.
+ *
  * Nodes are decoded as lib/maple_tree.c lays them out: an encoded node
  * pointer carries its type in bits 3-6 and the node is 256-byte aligned
  * (mt_mk_node(), mte_to_node()); the root pointer is tagged with
@@ -76,7 +85,6 @@ static __always_inline bool maple_layout_ok(void)
 {
 	return bpf_core_type_exists(struct maple_range_64) &&
 	       bpf_core_type_exists(struct maple_arange_64) &&
-	       bpf_core_field_exists(struct mm_struct, mm_lock_seq) &&
 	       bpf_core_field_exists(struct mm_struct, mm_mt) &&
 	       bpf_core_type_size(struct maple_node) == 8 * MW_NODE_WORDS &&
 	       bpf_core_field_offset(struct maple_range_64, pivot) == 8 &&
@@ -87,6 +95,21 @@ static __always_inline bool maple_layout_ok(void)
 	       bpf_core_enum_value(enum maple_type, maple_leaf_64) == MW_LEAF_64 &&
 	       bpf_core_enum_value(enum maple_type, maple_range_64) == MW_RANGE_64 &&
 	       bpf_core_enum_value(enum maple_type, maple_arange_64) == MW_ARANGE_64;
+}
+
+/* Whether this kernel can run the maple walk and prove it: its tree laid
+ * out as the walk decodes it, mm_lock_seq a seqcount, and the kfuncs the
+ * walk calls. A constant after CO-RE relocation: where it is false, the
+ * verifier prunes the walk, and no relocation or kfunc that this kernel
+ * lacks is reached. */
+static __always_inline bool walk_provable(void)
+{
+	return maple_layout_ok() &&
+	       bpf_core_field_exists(struct mm_struct, mm_lock_seq.sequence) &&
+	       bpf_ksym_exists(bpf_rdonly_cast) &&
+	       bpf_ksym_exists(bpf_iter_task_vma_new) &&
+	       bpf_ksym_exists(bpf_iter_task_vma_next) &&
+	       bpf_ksym_exists(bpf_iter_task_vma_destroy);
 }
 
 /* A frame index the verifier can see is in range: the mask is done in

@@ -134,6 +134,20 @@ static __always_inline void emit_comm(void *ctx, struct seq_file *seq,
  * set_personality_64bit() sets. */
 #define MM_CONTEXT_HAS_VSYSCALL 1
 
+/* mm->context.flags, read at the size this kernel gives it: an unsigned
+ * short on 6.1, an unsigned long on 6.12 and later. A direct load of
+ * vmlinux.h's 8 bytes is rejected where the field has 2. */
+static __always_inline __u64 mm_context_flags(struct mm_struct *mm)
+{
+	__u32 size = bpf_core_field_size(mm->context.flags);
+	__u64 flags = 0;
+
+	if (size > sizeof(flags))
+		size = sizeof(flags);
+	bpf_probe_read_kernel(&flags, size, __builtin_preserve_access_index(&mm->context.flags));
+	return flags;
+}
+
 /* PERF_RECORD_FORK as perf synthesizes it (tools/perf/util/
  * synthetic-events.c): a leader names its parent process, any other
  * thread its leader, as if the main thread had spawned it. */
@@ -156,7 +170,7 @@ static __always_inline void fill_fork(struct synth_fork *f, struct task_struct *
 	 * is the idle task. */
 	f->ppid = f->ptid = task->real_parent->tgid;
 	mm = task->mm;
-	if (mm && !(mm->context.flags & (1UL << MM_CONTEXT_HAS_VSYSCALL)))
+	if (mm && !(mm_context_flags(mm) & (1UL << MM_CONTEXT_HAS_VSYSCALL)))
 		f->header.misc |= SYNTH_MISC_NO_GATE;
 }
 
@@ -266,9 +280,11 @@ static __always_inline __u32 anon_name(struct vm_area_struct *vma, char *dst)
 	 * the verifier does not trust, they are fault-safe loads. */
 	if (ops && ops->name) {
 		/* special mappings ([vdso], [vvar], [uprobes]):
-		 * special_mapping_name() returns vm_special_mapping.name */
+		 * special_mapping_name() returns vm_special_mapping.name.
+		 * vm_private_data is a void *: a number to the verifier
+		 * before 6.18, so read through it, not loaded. */
 		struct vm_special_mapping *sm = vma->vm_private_data;
-		const char *name = sm ? sm->name : NULL;
+		const char *name = sm ? BPF_CORE_READ(sm, name) : NULL;
 
 		if (name)
 			return copy_str(dst, name);
@@ -423,22 +439,6 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	return 0;
 }
 
-/* Kernel text bounds for the [kernel.kallsyms]_text map, looked up once
- * per load by a BPF_PROG_TEST_RUN of kernel_text: much faster than
- * reading all of /proc/kallsyms for two symbols. */
-__u64 text_start;
-__u64 text_end;
-
-SEC("syscall")
-int kernel_text(void *ctx)
-{
-	static const char text[] = "_text", etext[] = "_etext";
-
-	bpf_kallsyms_lookup_name(text, sizeof(text), 0, &text_start);
-	bpf_kallsyms_lookup_name(etext, sizeof(etext), 0, &text_end);
-	return 0;
-}
-
 /* The benchmark floor: a task_vma iterator that only walks. */
 __u64 walked;
 
@@ -451,3 +451,25 @@ int walk_vma(struct bpf_iter__task_vma *ctx)
 }
 
 #include "walk.bpf.h"
+
+/* What userspace asks of this kernel once per load, by a
+ * BPF_PROG_TEST_RUN of probe:
+ *  - the kernel text bounds for the [kernel.kallsyms]_text map: much
+ *    faster than reading all of /proc/kallsyms for two symbols;
+ *  - whether the maple walk can run and prove itself here (walk_ok):
+ *    where it cannot, userspace does not load dump_tasks and reads
+ *    every process with the task_vma iterator. */
+__u64 text_start;
+__u64 text_end;
+__u32 walk_ok;
+
+SEC("syscall")
+int probe(void *ctx)
+{
+	static const char text[] = "_text", etext[] = "_etext";
+
+	bpf_kallsyms_lookup_name(text, sizeof(text), 0, &text_start);
+	bpf_kallsyms_lookup_name(etext, sizeof(etext), 0, &text_end);
+	walk_ok = walk_provable();
+	return 0;
+}

@@ -185,7 +185,7 @@ const (
 	SynthProgDumpTask            = "dump_task"
 	SynthProgDumpTasks           = "dump_tasks"
 	SynthProgDumpVma             = "dump_vma"
-	SynthProgKernelText          = "kernel_text"
+	SynthProgProbe               = "probe"
 	SynthProgWalkMaple           = "walk_maple"
 	SynthProgWalkVma             = "walk_vma"
 	SynthVarChunkLimit           = "chunk_limit"
@@ -201,6 +201,7 @@ const (
 	SynthVarTextStart            = "text_start"
 	SynthVarUnusedSynthMmap2Next = "unused_synth_mmap2_next"
 	SynthVarUnusedSynthWalk      = "unused_synth_walk"
+	SynthVarWalkOk               = "walk_ok"
 	SynthVarWalked               = "walked"
 	SynthVarWalksInvalid         = "walks_invalid"
 )
@@ -247,12 +248,12 @@ type SynthSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthProgramSpecs struct {
-	DumpTask   *ebpf.ProgramSpec `ebpf:"dump_task"`
-	DumpTasks  *ebpf.ProgramSpec `ebpf:"dump_tasks"`
-	DumpVma    *ebpf.ProgramSpec `ebpf:"dump_vma"`
-	KernelText *ebpf.ProgramSpec `ebpf:"kernel_text"`
-	WalkMaple  *ebpf.ProgramSpec `ebpf:"walk_maple"`
-	WalkVma    *ebpf.ProgramSpec `ebpf:"walk_vma"`
+	DumpTask  *ebpf.ProgramSpec `ebpf:"dump_task"`
+	DumpTasks *ebpf.ProgramSpec `ebpf:"dump_tasks"`
+	DumpVma   *ebpf.ProgramSpec `ebpf:"dump_vma"`
+	Probe     *ebpf.ProgramSpec `ebpf:"probe"`
+	WalkMaple *ebpf.ProgramSpec `ebpf:"walk_maple"`
+	WalkVma   *ebpf.ProgramSpec `ebpf:"walk_vma"`
 }
 
 // SynthMapSpecs contains maps before they are loaded into the kernel.
@@ -287,6 +288,7 @@ type SynthVariableSpecs struct {
 	TextStart            *ebpf.VariableSpec `ebpf:"text_start"`
 	UnusedSynthMmap2Next *ebpf.VariableSpec `ebpf:"unused_synth_mmap2_next"`
 	UnusedSynthWalk      *ebpf.VariableSpec `ebpf:"unused_synth_walk"`
+	WalkOk               *ebpf.VariableSpec `ebpf:"walk_ok"`
 	Walked               *ebpf.VariableSpec `ebpf:"walked"`
 	WalksInvalid         *ebpf.VariableSpec `ebpf:"walks_invalid"`
 }
@@ -353,6 +355,7 @@ type SynthVariables struct {
 	TextStart            *ebpf.Variable `ebpf:"text_start"`
 	UnusedSynthMmap2Next *ebpf.Variable `ebpf:"unused_synth_mmap2_next"`
 	UnusedSynthWalk      *ebpf.Variable `ebpf:"unused_synth_walk"`
+	WalkOk               *ebpf.Variable `ebpf:"walk_ok"`
 	Walked               *ebpf.Variable `ebpf:"walked"`
 	WalksInvalid         *ebpf.Variable `ebpf:"walks_invalid"`
 }
@@ -361,12 +364,12 @@ type SynthVariables struct {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthPrograms struct {
-	DumpTask   *ebpf.Program `ebpf:"dump_task"`
-	DumpTasks  *ebpf.Program `ebpf:"dump_tasks"`
-	DumpVma    *ebpf.Program `ebpf:"dump_vma"`
-	KernelText *ebpf.Program `ebpf:"kernel_text"`
-	WalkMaple  *ebpf.Program `ebpf:"walk_maple"`
-	WalkVma    *ebpf.Program `ebpf:"walk_vma"`
+	DumpTask  *ebpf.Program `ebpf:"dump_task"`
+	DumpTasks *ebpf.Program `ebpf:"dump_tasks"`
+	DumpVma   *ebpf.Program `ebpf:"dump_vma"`
+	Probe     *ebpf.Program `ebpf:"probe"`
+	WalkMaple *ebpf.Program `ebpf:"walk_maple"`
+	WalkVma   *ebpf.Program `ebpf:"walk_vma"`
 }
 
 func (p *SynthPrograms) Close() error {
@@ -374,7 +377,7 @@ func (p *SynthPrograms) Close() error {
 		p.DumpTask,
 		p.DumpTasks,
 		p.DumpVma,
-		p.KernelText,
+		p.Probe,
 		p.WalkMaple,
 		p.WalkVma,
 	)

@@ -27,9 +27,21 @@
 #ifndef SYNTH_WALK_BPF_H
 #define SYNTH_WALK_BPF_H
 
-#include "maple.bpf.h"
+/* kfuncs of 6.2 (bpf_rdonly_cast) and 6.7 (the open-coded task_vma
+ * iterator): weak, so that a kernel without them still loads the
+ * programs that do not reach them (walk_provable()). */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it,
+				 struct task_struct *task, __u64 addr) __ksym __weak;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __weak;
 
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+/* libbpf 1.2's; Debian 12's libbpf-dev is 1.1. */
+#ifndef bpf_ksym_exists
+#define bpf_ksym_exists(sym) (!!(sym))
+#endif
+
+#include "maple.bpf.h"
 
 struct batch {
 	__u64 gen;  /* synth_gen the content belongs to */
@@ -172,7 +184,7 @@ __noinline long walk_path(struct task_struct *task __arg_trusted, __u64 start, _
 	struct vm_area_struct *v;
 	long n = -1;
 
-	if (!lf)
+	if (!lf || !walk_provable())
 		return -1;
 	/* A loop, though it stops at the first VMA at or after start:
 	 * 6.18's verifier wants every iterator's next() in one. */
@@ -337,15 +349,47 @@ static __always_inline __u32 lock_seq(struct mm_struct *mm)
 	return *(volatile __u32 *)&mm->mm_lock_seq.sequence;
 }
 
+/* Walks the VMAs of mm from c->w->prev_end, and returns the walk's
+ * status: SYNTH_WALK_DONE or SYNTH_WALK_MORE only when the walk holds
+ * (see maple.bpf.h). */
+static __always_inline __u32 walk_mm(struct walk *c, struct mm_struct *mm)
+{
+	__u32 seq1, seq2;
+	__u64 root;
+	int d;
+
+	/* A constant: where false, the rest is dead code to the verifier,
+	 * mm_lock_seq's relocation included. */
+	if (!walk_provable())
+		return SYNTH_WALK_INVALID;
+	seq1 = lock_seq(mm);
+	if (seq1 & 1)
+		return SYNTH_WALK_INVALID; /* write-locked */
+	c->w->status = SYNTH_WALK_INVALID;
+	root = (__u64)mm->mm_mt.ma_root;
+	if (!root) {
+		c->w->status = SYNTH_WALK_DONE;
+	} else {
+		d = mw_seek(c->w, root, c->w->prev_end);
+		if (d >= 0) {
+			c->w->depth = d;
+			c->w->status = 0;
+			bpf_loop(MW_MAX_STEPS, walk_step, c, 0);
+		}
+	}
+	seq2 = lock_seq(mm);
+	if (seq1 != seq2 || !c->w->status)
+		return SYNTH_WALK_INVALID;
+	return c->w->status;
+}
+
 /* Walks the VMAs of task's process, from where an earlier chunk stopped
  * in resume mode, and emits the closing struct synth_walk. */
 static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 {
 	struct resume_at *ra = NULL, next = {};
 	struct synth_walk *m;
-	__u32 seq1, seq2;
-	__u64 before = 0, root;
-	int d;
+	__u64 before = 0;
 
 	if (resume_mode) {
 		ra = bpf_map_lookup_elem(&resumes, &c->w->tgid);
@@ -357,25 +401,10 @@ static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 	c->lf->file = 0;
 	c->lf->prev = 0;
 	c->w->mm = (__u64)mm;
-	seq1 = lock_seq(mm);
 	c->w->now = bpf_ktime_get_ns();
-	c->w->status = SYNTH_WALK_INVALID;
-	root = (__u64)mm->mm_mt.ma_root;
-	if (!maple_layout_ok() || (seq1 & 1)) {
-		/* no walk: read it with the iterator */
-	} else if (!root) {
-		c->w->status = SYNTH_WALK_DONE;
-	} else {
-		d = mw_seek(c->w, root, c->w->prev_end);
-		if (d >= 0) {
-			c->w->depth = d;
-			c->w->status = 0;
-			bpf_loop(MW_MAX_STEPS, walk_step, c, 0);
-		}
-	}
-	seq2 = lock_seq(mm);
+	c->w->status = walk_mm(c, mm);
 	c->w->count += before;
-	if (seq1 != seq2 || !c->w->status || c->w->tgid == fail_tgid)
+	if (c->w->tgid == fail_tgid)
 		c->w->status = SYNTH_WALK_INVALID;
 	if (c->w->status == SYNTH_WALK_DONE && c->w->count != mm->map_count)
 		c->w->status = SYNTH_WALK_INVALID;

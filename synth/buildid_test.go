@@ -207,7 +207,12 @@ func TestBuildIDCrafted(t *testing.T) {
 		}
 	}
 	for _, walk := range []string{synth.WalkIter, synth.WalkMaple} {
-		t.Run(walk, func(t *testing.T) { checkCrafted(t, p, dir, walk, read) })
+		t.Run(walk, func(t *testing.T) {
+			if walk == synth.WalkMaple {
+				needMaple(t)
+			}
+			checkCrafted(t, p, dir, walk, read)
+		})
 	}
 }
 

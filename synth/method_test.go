@@ -65,13 +65,19 @@ func TestMethodsAgree(t *testing.T) {
 	// q maps the same file: procquery names it and reads its build ID
 	// once, for p, and q gets both from its caches.
 	q := testproc.StartT(t, testproc.Spec{Threads: []string{"other"}, Maps: []testproc.MapSpec{{Path: good}}})
+	type method struct {
+		name    string
+		threads int
+	}
+	methods := []method{{synth.MethodProcmaps, 1}, {synth.MethodProcmaps, 2}}
+	pq := haveProcquery(t)
+	if pq {
+		methods = append(methods, method{synth.MethodProcquery, 2})
+	}
 	for _, data := range []bool{false, true} {
 		opts := synth.Options{Pids: []int{p.Pid, q.Pid}, Data: data, NoKernel: true, NoBuildID: true}
 		want := recordsOf(t, synth.MethodBPF, opts, 0)
-		for _, m := range []struct {
-			name    string
-			threads int
-		}{{synth.MethodProcmaps, 1}, {synth.MethodProcmaps, 2}, {synth.MethodProcquery, 2}} {
+		for _, m := range methods {
 			got := recordsOf(t, m.name, opts, m.threads)
 			if d := diffLines(want, got); d != "" {
 				t.Errorf("data=%v: %s-%d differs from bpf:\n%s", data, m.name, m.threads, d)
@@ -81,7 +87,7 @@ func TestMethodsAgree(t *testing.T) {
 	// Build IDs: only bpf and procquery provide them.
 	opts := synth.Options{Pids: []int{p.Pid, q.Pid}, Data: true, NoKernel: true}
 	bpf := recordsOf(t, synth.MethodBPF, opts, 0)
-	for _, threads := range []int{1, 2} {
+	for threads := 1; pq && threads <= 2; threads++ {
 		pq := recordsOf(t, synth.MethodProcquery, opts, threads)
 		if d := diffLines(bpf, pq); d != "" {
 			t.Errorf("with build ids, procquery-%d differs from bpf:\n%s", threads, d)
@@ -125,6 +131,7 @@ func diffLines(want, got []string) string {
 // that namespace maps it by, as /proc/PID/maps shows; so does bpf.
 func TestProcqueryNamesPerMountNS(t *testing.T) {
 	testenv.Root(t)
+	needProcquery(t)
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	for _, d := range []string{a, b} {

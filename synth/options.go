@@ -29,9 +29,13 @@ const (
 
 // Walks: how the BPF method reads each process's VMAs (Options.Walk).
 const (
+	// WalkAuto is WalkMaple where the kernel can prove the maple walk,
+	// else WalkIter. The default.
+	WalkAuto = dump.WalkAuto
 	// WalkMaple reads each process's maple tree under RCU from one task
 	// iterator, and validates every walk; a process whose walk does not
-	// hold is read again with the iterator. The default.
+	// hold is read again with the iterator. A kernel that cannot prove
+	// the walk fails the method.
 	WalkMaple = dump.WalkMaple
 	// WalkIter reads every process with the kernel's task_vma iterator.
 	WalkIter = dump.WalkIter

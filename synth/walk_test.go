@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/synth"
 )
@@ -15,7 +14,7 @@ import (
 // test process with every kind of mapping, and for every process of the
 // host whose maps do not change meanwhile.
 func TestWalksAgree(t *testing.T) {
-	testenv.Root(t)
+	needMaple(t)
 	p := testproc.StartT(t, everything)
 	before := hostKeys(t)
 	maple := runDump(t, synth.Options{Data: true, Walk: synth.WalkMaple})
@@ -45,7 +44,7 @@ func TestWalksAgree(t *testing.T) {
 // A walk that fails validation is thrown away and the process is read
 // again with the iterator: the dump stays exact, and says so.
 func TestWalkFallback(t *testing.T) {
-	testenv.Root(t)
+	needMaple(t)
 	p := testproc.StartT(t, everything)
 	for _, pages := range []int{0, synth.MinRingPages} {
 		t.Run(fmt.Sprintf("ring-pages=%d", pages), func(t *testing.T) {
@@ -76,7 +75,7 @@ func TestWalkFallback(t *testing.T) {
 // walked in chunks; with the smallest rings the test process takes
 // several, and comes out whole.
 func TestWalkChunks(t *testing.T) {
-	testenv.Root(t)
+	needMaple(t)
 	p := testproc.StartT(t, everything)
 	d := runDump(t, synth.Options{Pids: []int{p.Pid}, Data: true, RingPages: synth.MinRingPages})
 	if d.stats.Resumed < 2 {

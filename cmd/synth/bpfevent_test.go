@@ -24,11 +24,21 @@ import (
 // their functions, as the kernel reports them to cilium/ebpf.
 func testPrograms(t *testing.T) (ids map[uint32]bool, addrs map[uint64]bool) {
 	t.Helper()
-	var objs bpf.SynthObjects
-	if err := bpf.LoadSynthObjects(&objs, nil); err != nil {
+	// The programs every kernel synth runs on loads (the maple walk's
+	// dump_tasks does not load everywhere).
+	var objs struct {
+		DumpTask *ebpf.Program `ebpf:"dump_task"`
+		DumpVma  *ebpf.Program `ebpf:"dump_vma"`
+		Probe    *ebpf.Program `ebpf:"probe"`
+	}
+	spec, err := bpf.LoadSynth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		t.Fatalf("load synth's programs: %v", err)
 	}
-	t.Cleanup(func() { objs.Close() })
+	t.Cleanup(func() { objs.DumpTask.Close(); objs.DumpVma.Close(); objs.Probe.Close() })
 	plain, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "synth_nobtf", Type: ebpf.SocketFilter, License: "MIT",
 		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
 	if err != nil {
@@ -36,7 +46,7 @@ func testPrograms(t *testing.T) (ids map[uint32]bool, addrs map[uint64]bool) {
 	}
 	t.Cleanup(func() { plain.Close() })
 	ids, addrs = make(map[uint32]bool), make(map[uint64]bool)
-	for _, p := range []*ebpf.Program{objs.DumpTask, objs.DumpTasks, objs.WalkMaple, objs.KernelText, plain} {
+	for _, p := range []*ebpf.Program{objs.DumpTask, objs.DumpVma, objs.Probe, plain} {
 		info, err := p.Info()
 		if err != nil {
 			t.Fatal(err)

@@ -23,7 +23,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		bidWait   = fs.Duration("buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `DURATION` for the build IDs of files new to the cache; a file whose reads block past it (FUSE, NFS) gets none")
 		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
 		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
-		walk      = fs.String("walk", synth.WalkMaple, "bpf method: how to read each process's VMAs: `WALK` maple (lockless, validated) or iter (the task_vma iterator)")
+		walk      = fs.String("walk", synth.WalkAuto, "bpf method: how to read each process's VMAs: `WALK` auto (maple where the kernel can prove it), maple (lockless, validated) or iter (the task_vma iterator)")
 		noLive    = fs.Bool("no-live", false, "bpf method: dump without the live side-band (a mapping made meanwhile may be missed)")
 		warmup    = fs.Int("warmup", 0, "dump `N` times first and write nothing of it: a benchmark's warm build-ID cache")
 		nsFlag    = fs.Bool("namespaces", false, "add a NAMESPACES record for every task, as perf record --namespaces")
@@ -93,9 +93,16 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	if err != nil {
 		return fail(stderr, err)
 	}
+	name := st.Method
+	if st.Walk != "" {
+		name += " (walk " + st.Walk + ")"
+	}
 	fmt.Fprintf(stderr, "synth: method %s: %d processes, %d mappings, %d records, %d lost, %v (%v with loading)\n",
-		st.Method, st.Processes, st.Mappings, st.Records, st.Lost,
+		name, st.Processes, st.Mappings, st.Records, st.Lost,
 		st.Elapsed.Round(10*time.Microsecond), time.Since(start).Round(100*time.Microsecond))
+	if st.WalkFallback != "" {
+		fmt.Fprintf(stderr, "synth: walk %s, not maple: %s\n", st.Walk, st.WalkFallback)
+	}
 	if st.ProgramTime > 0 {
 		fmt.Fprintf(stderr, "synth: BPF programs ran %v of it (kernel.bpf_stats_enabled)\n", st.ProgramTime.Round(10*time.Microsecond))
 	}

@@ -30,6 +30,11 @@ func TestMain(m *testing.M) {
 }
 
 func buildAndRun(m *testing.M) int {
+	// make vmtest builds synth on the host: no go build in the guest.
+	if bin := os.Getenv("SYNTH_BIN"); bin != "" {
+		synthBin = bin
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "synth-cmd")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -75,7 +80,7 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 // summary is the numbers of synth's summary on stderr: one line, and a
 // second about build IDs unless --no-buildid.
 type summary struct {
-	method                             string
+	method, walk, walkFallback         string
 	processes, mappings, records, lost int
 	buildIDs, fileMappings             int
 	unreadable                         int
@@ -87,12 +92,13 @@ type summary struct {
 }
 
 var (
-	idTimeoutRE   = regexp.MustCompile(`synth: warning: (\d+) files not read within \S+ \(their reads block\): their mappings are identified by inode, without a build ID\n$`)
-	summaryRE     = regexp.MustCompile(`^synth: method (\w+): (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n`)
-	liveRE        = regexp.MustCompile(`synth: live side-band: (\d+) records while dumping, (\d+) synthesized records dropped as reported live first\n$`)
-	unreadableRE  = regexp.MustCompile(`synth: warning: (\d+) of \d+ processes' mappings could not be read \(permission denied\); run as root for all of them\n$`)
-	programTimeRE = regexp.MustCompile(`^synth: BPF programs ran \S+ of it \(kernel.bpf_stats_enabled\)\n`)
-	buildIDRE     = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings; (\d+) files in the cache; read now: (\d+) files, (\d+) with a build ID\n$`)
+	idTimeoutRE    = regexp.MustCompile(`synth: warning: (\d+) files not read within \S+ \(their reads block\): their mappings are identified by inode, without a build ID\n$`)
+	summaryRE      = regexp.MustCompile(`^synth: method (\w+)(?: \(walk (\w+)\))?: (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n`)
+	liveRE         = regexp.MustCompile(`synth: live side-band: (\d+) records while dumping, (\d+) synthesized records dropped as reported live first\n$`)
+	unreadableRE   = regexp.MustCompile(`synth: warning: (\d+) of \d+ processes' mappings could not be read \(permission denied\); run as root for all of them\n$`)
+	walkFallbackRE = regexp.MustCompile(`^synth: walk iter, not maple: (.+)\n`)
+	programTimeRE  = regexp.MustCompile(`^synth: BPF programs ran \S+ of it \(kernel.bpf_stats_enabled\)\n`)
+	buildIDRE      = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings; (\d+) files in the cache; read now: (\d+) files, (\d+) with a build ID\n$`)
 )
 
 func parseSummary(t *testing.T, stderr string) summary {
@@ -105,8 +111,12 @@ func parseSummary(t *testing.T, stderr string) summary {
 		t.Fatalf("stderr does not start with the summary line: %q", stderr)
 	}
 	n := func(m []string, i int) int { v, _ := strconv.Atoi(m[i]); return v }
-	s := summary{method: m[1], processes: n(m, 2), mappings: n(m, 3), records: n(m, 4), lost: n(m, 5)}
+	s := summary{method: m[1], walk: m[2], processes: n(m, 3), mappings: n(m, 4), records: n(m, 5), lost: n(m, 6)}
 	rest := stderr[len(m[0]):]
+	if w := walkFallbackRE.FindStringSubmatch(rest); w != nil {
+		s.walkFallback = w[1]
+		rest = rest[len(w[0]):]
+	}
 	if l := liveRE.FindStringSubmatchIndex(rest); l != nil {
 		s.live, _ = strconv.Atoi(rest[l[2]:l[3]])
 		s.duplicates, _ = strconv.Atoi(rest[l[4]:l[5]])

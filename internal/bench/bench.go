@@ -232,7 +232,7 @@ func runCmd(ctx context.Context, cmd *exec.Cmd) (stdout, stderr string, wall tim
 }
 
 var (
-	synthRE = regexp.MustCompile(`synth: method \w+: \d+ processes, (\d+) mappings, (\d+) records, \d+ lost, (\S+) \(`)
+	synthRE = regexp.MustCompile(`synth: method \w+(?: \(walk \w+\))?: \d+ processes, (\d+) mappings, (\d+) records, \d+ lost, (\S+) \(`)
 	perfRE  = regexp.MustCompile(`(?s)Average synthesis took: ([\d.]+) usec.*?Average num. events: ([\d.]+)`)
 )
 

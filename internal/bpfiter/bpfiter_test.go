@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
@@ -20,11 +21,18 @@ func TestOpenAndDrain(t *testing.T) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		t.Fatal(err)
 	}
-	var objs synthbpf.SynthObjects
-	if err := synthbpf.LoadSynthObjects(&objs, nil); err != nil {
+	spec, err := synthbpf.LoadSynth()
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer objs.Close()
+	var objs struct {
+		WalkVma *ebpf.Program  `ebpf:"walk_vma"`
+		Walked  *ebpf.Variable `ebpf:"walked"`
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer objs.WalkVma.Close()
 	walked := func() uint64 {
 		var n uint64
 		if err := objs.Walked.Get(&n); err != nil {

@@ -43,8 +43,8 @@ type Options struct {
 	// mapping made while the dump runs may then be missed. Comparisons
 	// use it to measure what the side-band costs.
 	NoLive bool
-	// Walk is how the BPF method reads each process's VMAs: WalkMaple
-	// (the default, also for "") or WalkIter.
+	// Walk is how the BPF method reads each process's VMAs: WalkAuto
+	// (the default, also for ""), WalkMaple or WalkIter.
 	Walk string
 	// RingPages is the data size of each per-CPU ring, in pages: a power
 	// of two, at least MinRingPages; 0 means DefaultRingPages.
@@ -57,9 +57,13 @@ type Options struct {
 
 // Walks: how the BPF method reads each process's VMAs.
 const (
+	// WalkAuto is WalkMaple where the kernel can prove the maple walk,
+	// else WalkIter. The default.
+	WalkAuto = "auto"
 	// WalkMaple reads each process's maple tree under RCU from one task
 	// iterator, and validates every walk; a process whose walk does not
-	// hold is read again with the iterator. The default.
+	// hold is read again with the iterator. A kernel that cannot prove
+	// the walk (see bpf/maple.bpf.h) fails the method.
 	WalkMaple = "maple"
 	// WalkIter reads every process with the kernel's task_vma
 	// iterator, the build IDs of new files read as with WalkMaple.
@@ -95,9 +99,9 @@ const DefaultSampleType = perfdata.SampleIP | perfdata.SampleTID | perfdata.Samp
 // Check rejects options no method can honour.
 func (o *Options) Check() error {
 	switch o.Walk {
-	case "", WalkMaple, WalkIter:
+	case "", WalkAuto, WalkMaple, WalkIter:
 	default:
-		return fmt.Errorf("unknown walk %q (want %s or %s)", o.Walk, WalkMaple, WalkIter)
+		return fmt.Errorf("unknown walk %q (want %s, %s or %s)", o.Walk, WalkAuto, WalkMaple, WalkIter)
 	}
 	if p := o.RingPages; p != 0 && (p < MinRingPages || p&(p-1) != 0) {
 		return fmt.Errorf("ring size %d pages: want a power of two >= %d", p, MinRingPages)
@@ -157,11 +161,14 @@ func (o *Options) Attr() perfdata.Attr {
 
 // Stats describe one dump.
 type Stats struct {
-	Method    string // "bpf", ...
-	Processes int    // processes with at least one record
-	Threads   int    // COMM records of tasks
-	Mappings  int    // MMAP2 records of processes
-	Kernel    int    // kernel and module map records, BPF symbols
+	Method string // "bpf", ...
+	// Walk is how the BPF method read the VMAs: WalkMaple or WalkIter;
+	// WalkFallback says why it is WalkIter when WalkAuto was asked.
+	Walk, WalkFallback string
+	Processes          int // processes with at least one record
+	Threads            int // COMM records of tasks
+	Mappings           int // MMAP2 records of processes
+	Kernel             int // kernel and module map records, BPF symbols
 	// BPFPrograms are the loaded BPF programs whose symbols were written.
 	BPFPrograms int
 	Cgroups     int // CGROUP records (Options.Cgroups)

@@ -7,9 +7,12 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Required reports whether missing requirements fail tests.
@@ -39,4 +42,44 @@ func Perf(t testing.TB) string {
 	p, err := exec.LookPath("perf")
 	Need(t, err == nil, "perf is not installed")
 	return p
+}
+
+// KernelAtLeast reports whether the running kernel is major.minor or
+// later, by uname(2)'s release.
+func KernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+// Kernel skips t where the kernel lacks what the test needs (ok false:
+// a build option, or a feature of a later kernel), with why. From the
+// kernel version since, every kernel has it, and a missing feature there
+// fails the test under SYNTH_REQUIRE.
+func Kernel(t testing.TB, ok bool, since string, why string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(since, "%d.%d", &ma, &mi); err == nil && KernelAtLeast(ma, mi) && Required() {
+		t.Fatalf("SYNTH_REQUIRE=1 and this kernel (%s or later) lacks it: %s", since, why)
+	}
+	t.Skipf("this kernel lacks it (needs %s, or a backport): %s", since, why)
+}
+
+// Option skips t, never failing it, where the kernel was built without
+// what the test needs (ok false): a build option is not a missing
+// privilege or tool, and SYNTH_REQUIRE does not turn it into a failure.
+func Option(t testing.TB, ok bool, what string) {
+	t.Helper()
+	if !ok {
+		t.Skipf("this kernel was built without %s: not checked here", what)
+	}
 }

@@ -35,14 +35,21 @@ const cfgNamespaces = 4
 // BPF synthesizes records with BPF iterators. It holds the loaded programs
 // and the per-CPU rings, and can run any number of dumps, one at a time.
 type BPF struct {
-	opts  dump.Options
-	objs  synthbpf.SynthObjects
-	rings *rings
-	gen   uint64
-	ids   *buildid.Reader[synthbpf.SynthSynthFileKey] // reads the build IDs of files new to the cache
-	gate  *dump.Gate                                  // the [vsyscall] area /proc shows for every process
-	text  dump.Kernel                                 // the kernel text map; zero without kernel addresses
-	lost  uint64                                      // synth_lost already accounted for
+	opts dump.Options
+	objs *objects
+	walk string // dump.WalkMaple or dump.WalkIter: what this kernel and opts allow
+	// walkWhy says why the walk is not the maple walk, when opts did not ask.
+	walkWhy error
+	// The iterator programs a dump runs: dumpTasks for the maple walk,
+	// dumpTask for --walk iter; dumpVMA for both. nil when not loaded.
+	dumpTask, dumpVMA, dumpTasks *ebpf.Program
+	probed                       bool // the probe program ran
+	rings                        *rings
+	gen                          uint64
+	ids                          *buildid.Reader[synthbpf.SynthSynthFileKey] // reads the build IDs of files new to the cache
+	gate                         *dump.Gate                                  // the [vsyscall] area /proc shows for every process
+	text                         dump.Kernel                                 // the kernel text map; zero without kernel addresses
+	lost                         uint64                                      // synth_lost already accounted for
 	// dd drops stale and duplicate synthesized records; a session feeds
 	// it the live records.
 	dd *deduper
@@ -80,11 +87,14 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
 	b := &BPF{opts: opts, dd: newDeduper(0), ids: buildid.NewReader[synthbpf.SynthSynthFileKey](opts.BuildIDWait())}
-	if err := synthbpf.LoadSynthObjects(&b.objs, nil); err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			return nil, &PermissionError{Op: "load BPF programs", Err: err}
-		}
-		return nil, fmt.Errorf("load BPF programs: %w", err)
+	objs, err := loadObjects()
+	if err != nil {
+		return nil, err
+	}
+	b.objs = objs
+	if err := b.loadPrograms(); err != nil {
+		b.Close()
+		return nil, err
 	}
 	r, err := openRings(rc, b.objs.Events)
 	if err != nil {
@@ -101,7 +111,7 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 	b.chunk, b.walkBuf = chunk, make([]byte, budget)
 	b.gate, err = dump.FindGate()
 	if err == nil && !opts.NoKernel {
-		b.text, err = b.kernelText()
+		b.text, err = b.kernelText(b.probed)
 	}
 	if err != nil {
 		b.Close()
@@ -110,18 +120,78 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 	return b, nil
 }
 
-// kernelText looks up _text and _etext once, with the kernel_text
-// program (bpf_kallsyms_lookup_name), or from /proc/kallsyms when that
-// program cannot run. The kernel text does not move while it runs. A
-// kernel that runs the program has no entry trampolines (they were
-// removed in 4.20, long before bpf_kallsyms_lookup_name came, in 5.16).
-func (b *BPF) kernelText() (dump.Kernel, error) {
-	var start, end uint64
-	_, err := b.objs.KernelText.Run(&ebpf.RunOptions{})
+// loadPrograms runs the probe, then loads the programs of the walk that
+// the kernel and the options allow: the maple walk where walk_provable()
+// holds (bpf/maple.bpf.h), else the task_vma iterator, which every dump
+// also needs for the processes whose maple walk did not hold. An
+// explicit --walk maple the kernel cannot run is an error.
+func (b *BPF) loadPrograms() error {
+	probe, err := b.objs.program(progProbe)
 	if err == nil {
+		_, err = probe.Run(&ebpf.RunOptions{})
+	}
+	b.probed = err == nil
+	b.walk = dump.WalkIter
+	if b.opts.Walk != dump.WalkIter {
+		b.walkWhy = b.loadMaple(err)
+		switch {
+		case b.walkWhy == nil:
+			b.walk = dump.WalkMaple
+		case b.opts.Walk == dump.WalkMaple:
+			return fmt.Errorf("maple walk: %w", b.walkWhy)
+		}
+	}
+	if b.dumpVMA, err = b.objs.program(progDumpVMA); err != nil {
+		return err
+	}
+	if b.walk == dump.WalkIter {
+		b.dumpTask, err = b.objs.program(progDumpTask)
+	}
+	return err
+}
+
+// loadMaple loads the maple walk's program if the probe found that this
+// kernel can run it (probeErr: the probe's error), or says why not.
+func (b *BPF) loadMaple(probeErr error) error {
+	if probeErr != nil {
+		return fmt.Errorf("cannot probe the kernel: %w", probeErr)
+	}
+	var ok uint32
+	if err := b.objs.WalkOk.Get(&ok); err != nil {
+		return fmt.Errorf("read walk_ok: %w", err)
+	}
+	if ok == 0 {
+		return errNoProof
+	}
+	p, err := b.objs.program(progDumpTasks)
+	b.dumpTasks = p
+	return err
+}
+
+// errNoProof is why the maple walk does not run on a kernel where
+// walk_provable() is false.
+var errNoProof = errors.New("this kernel cannot prove a lockless walk: it needs mm_struct.mm_lock_seq " +
+	"as a seqcount_t (Linux 6.14, or a stable kernel with that change), the maple tree's 6.x layout, " +
+	"and the kfuncs bpf_rdonly_cast and bpf_iter_task_vma_* (6.7)")
+
+// Walk returns the walk the dumps use (dump.WalkMaple or dump.WalkIter)
+// and, when the options left the choice to the kernel and it is not the
+// maple walk, why.
+func (b *BPF) Walk() (string, error) { return b.walk, b.walkWhy }
+
+// kernelText returns the kernel text map from _text and _etext as the
+// probe program found them (bpf_kallsyms_lookup_name), or from
+// /proc/kallsyms when that program did not run. The kernel text does not
+// move while it runs. A kernel that runs the program has no entry
+// trampolines (they were removed in 4.20, long before
+// bpf_kallsyms_lookup_name came, in 5.16).
+func (b *BPF) kernelText(probed bool) (dump.Kernel, error) {
+	var start, end uint64
+	var err error
+	if probed {
 		err = errors.Join(b.objs.TextStart.Get(&start), b.objs.TextEnd.Get(&end))
 	}
-	if err != nil || start == 0 {
+	if !probed || err != nil || start == 0 {
 		return dump.ReadKallsyms("/proc/kallsyms")
 	}
 	return dump.Kernel{Text: dump.TextMap(start, end)}, nil
@@ -146,7 +216,6 @@ func (b *BPF) Close() error {
 		b.rings = nil
 	}
 	errs = append(errs, b.objs.Close(), b.ids.Close())
-	b.objs = synthbpf.SynthObjects{}
 	return errors.Join(errs...)
 }
 
@@ -187,6 +256,10 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ru
 	d.Held = held
 	d.Ident = b.ident
 	d.Stats.Method = "bpf"
+	d.Stats.Walk = b.walk
+	if b.walkWhy != nil {
+		d.Stats.WalkFallback = b.walkWhy.Error()
+	}
 	b.gen++
 	b.dd.begin(b.gen, MonotonicNow())
 	r := &Run{b: b, d: d, dups: b.dd.Duplicates, stale: b.dd.Stale}
@@ -237,11 +310,11 @@ func (b *BPF) read(ctx context.Context, d *dump.Assembler) error {
 	if err := d.Cgroups(); err != nil {
 		return err
 	}
-	ran := progTime(b.dumpProgs()...)
+	ran := progTime(b.objs.loaded()...)
 	if err := b.readHeld(ctx, d); err != nil {
 		return err
 	}
-	d.Stats.ProgramTime = progTime(b.dumpProgs()...) - ran
+	d.Stats.ProgramTime = progTime(b.objs.loaded()...) - ran
 	var lost uint64
 	if err := b.objs.SynthLost.Get(&lost); err != nil {
 		return fmt.Errorf("read lost count: %w", err)
@@ -287,7 +360,7 @@ func (b *BPF) configure() error {
 		return fmt.Errorf("set chunk limit: %w", err)
 	}
 	b.readBuf = b.iterBuf
-	if b.opts.Walk != dump.WalkIter {
+	if b.walk == dump.WalkMaple {
 		b.readBuf = b.walkBuf
 	}
 	return b.objs.LastTid.Set(uint32(0))

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 
-	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/dump"
 )
@@ -19,8 +19,8 @@ const MethodFloor = "floor"
 
 // Floor is the floor of one walk (see MethodFloor).
 type Floor struct {
-	objs synthbpf.SynthObjects
-	walk string
+	objs *objects
+	prog *ebpf.Program
 }
 
 // NewFloor loads the floor of walk (dump.WalkMaple or dump.WalkIter; "" is
@@ -33,11 +33,20 @@ func NewFloor(walk string) (*Floor, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	f := &Floor{walk: walk}
-	if err := synthbpf.LoadSynthObjects(&f.objs, nil); err != nil {
-		return nil, fmt.Errorf("load BPF programs: %w", err)
+	objs, err := loadObjects()
+	if err != nil {
+		return nil, err
 	}
-	return f, nil
+	name := progWalkMaple
+	if walk == dump.WalkIter {
+		name = progWalkVMA
+	}
+	prog, err := objs.program(name)
+	if err != nil {
+		objs.Close()
+		return nil, err
+	}
+	return &Floor{objs: objs, prog: prog}, nil
 }
 
 // Dump walks every process once.
@@ -48,10 +57,7 @@ func (f *Floor) Dump(ctx context.Context, _ func([]byte) error) (dump.Stats, err
 	if err := f.objs.Walked.Get(&before); err != nil {
 		return st, err
 	}
-	prog := f.objs.WalkMaple
-	if f.walk == dump.WalkIter {
-		prog = f.objs.WalkVma
-	}
+	prog := f.prog
 	ran := progTime(prog)
 	if err := bpfiter.Drain(prog, 0); err != nil {
 		return st, err

@@ -20,8 +20,3 @@ func progTime(progs ...*ebpf.Program) time.Duration {
 	}
 	return sum
 }
-
-// dumpProgs are the programs a dump runs.
-func (b *BPF) dumpProgs() []*ebpf.Program {
-	return []*ebpf.Program{b.objs.DumpTask, b.objs.DumpTasks, b.objs.DumpVma}
-}

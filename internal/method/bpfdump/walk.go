@@ -293,7 +293,7 @@ func (b *BPF) readHeld(ctx context.Context, d *dump.Assembler) error {
 	h.reset(d)
 	d.Trailed = true
 	var err error
-	if b.opts.Walk == dump.WalkIter {
+	if b.walk == dump.WalkIter {
 		err = b.readVMAIter(ctx, d, h)
 	} else {
 		err = b.readMaple(ctx, d, h)
@@ -319,7 +319,7 @@ func (b *BPF) readHeld(ctx context.Context, d *dump.Assembler) error {
 // dump_tasks over the tasks, more chunks for processes too large for
 // one, and the task_vma iterator for processes whose walk did not hold.
 func (b *BPF) readMaple(ctx context.Context, d *dump.Assembler, h *walkHold) error {
-	if err := b.pass(ctx, d, b.objs.DumpTasks, b.opts.Pids, h.add); err != nil {
+	if err := b.pass(ctx, d, b.dumpTasks, b.opts.Pids, h.add); err != nil {
 		return err
 	}
 	d.TasksDone(b.opts.Pids)
@@ -330,18 +330,18 @@ func (b *BPF) readMaple(ctx context.Context, d *dump.Assembler, h *walkHold) err
 	if len(h.fallback) == 0 {
 		return nil
 	}
-	return b.passEach(ctx, d, b.objs.DumpVma, h.fallback, h.addIter)
+	return b.passEach(ctx, d, b.dumpVMA, h.fallback, h.addIter)
 }
 
 // readVMAIter reads the processes with the task_vma iterator: a pass of
 // dump_task for the threads' FORK and COMM records, then one of
 // dump_vma for the MMAP2 records.
 func (b *BPF) readVMAIter(ctx context.Context, d *dump.Assembler, h *walkHold) error {
-	if err := b.pass(ctx, d, b.objs.DumpTask, b.opts.Pids, d.AddTask); err != nil {
+	if err := b.pass(ctx, d, b.dumpTask, b.opts.Pids, d.AddTask); err != nil {
 		return err
 	}
 	live := d.TasksDone(b.opts.Pids)
-	return b.pass(ctx, d, b.objs.DumpVma, live, h.addIter)
+	return b.pass(ctx, d, b.dumpVMA, live, h.addIter)
 }
 
 // resumeWalks runs dump_tasks again, in resume mode, over each process
@@ -357,7 +357,7 @@ func (b *BPF) resumeWalks(ctx context.Context, d *dump.Assembler, h *walkHold) e
 	for len(h.resume) > 0 {
 		pids := h.resume
 		h.resume = nil
-		if err := b.passEach(ctx, d, b.objs.DumpTasks, pids, h.add); err != nil {
+		if err := b.passEach(ctx, d, b.dumpTasks, pids, h.add); err != nil {
 			return err
 		}
 	}
@@ -414,8 +414,12 @@ func (b *BPF) FailWalk(pid int) error { return b.objs.FailTgid.Set(uint32(pid)) 
 // leaving its records in the rings unread: for tests of the generation
 // rule, which must drop them.
 func (b *BPF) EmitStale(pid int, gen uint64) error {
+	p, err := b.objs.program(progDumpTask)
+	if err != nil {
+		return err
+	}
 	if err := b.objs.SynthGen.Set(gen); err != nil {
 		return err
 	}
-	return bpfiter.Drain(b.objs.DumpTask, pid)
+	return bpfiter.Drain(p, pid)
 }

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/synth"
+)
+
+// procMethods are the /proc methods this kernel has: procquery needs
+// PROCMAP_QUERY (6.11; a 6.11+ kernel without it fails t under
+// SYNTH_REQUIRE).
+func procMethods(t *testing.T) []string {
+	t.Helper()
+	m, err := synth.NewProcquery(synth.Options{}, 1)
+	if err == nil {
+		m.Close()
+		return []string{synth.MethodProcmaps, synth.MethodProcquery}
+	}
+	if !errors.Is(err, synth.ErrNoProcquery) {
+		t.Fatal(err)
+	}
+	if testenv.KernelAtLeast(6, 11) && testenv.Required() {
+		t.Fatalf("SYNTH_REQUIRE=1 and this 6.11+ kernel has no PROCMAP_QUERY")
+	}
+	t.Logf("no PROCMAP_QUERY on this kernel (6.11): procquery is not checked")
+	return []string{synth.MethodProcmaps}
+}

@@ -1,0 +1,107 @@
+package synth_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
+	"github.com/synth-dev/synth/synth"
+)
+
+// needMaple skips t where this kernel cannot prove the maple walk
+// (bpf/maple.bpf.h); from 6.14 on every kernel can, and there a kernel
+// that cannot fails t under SYNTH_REQUIRE.
+func needMaple(t *testing.T) {
+	t.Helper()
+	testenv.Root(t)
+	b, err := synth.NewBPF(synth.Options{NoKernel: true, NoBuildID: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	walk, why := b.Walk()
+	b.Close()
+	testenv.Kernel(t, walk == synth.WalkMaple, "6.14", fmt.Sprint(why))
+}
+
+// haveProcquery reports whether this kernel has the PROCMAP_QUERY ioctl;
+// from 6.11 on every kernel has it, and there a kernel without fails t
+// under SYNTH_REQUIRE.
+func haveProcquery(t *testing.T) bool {
+	t.Helper()
+	m, err := synth.NewProcquery(synth.Options{}, 1)
+	if err == nil {
+		m.Close()
+		return true
+	}
+	if !errors.Is(err, synth.ErrNoProcquery) {
+		t.Fatal(err)
+	}
+	if testenv.KernelAtLeast(6, 11) && testenv.Required() {
+		t.Fatalf("SYNTH_REQUIRE=1 and this 6.11+ kernel has no PROCMAP_QUERY")
+	}
+	t.Logf("no PROCMAP_QUERY on this kernel (6.11): procquery is not checked")
+	return false
+}
+
+// needProcquery skips t where this kernel has no PROCMAP_QUERY.
+func needProcquery(t *testing.T) {
+	t.Helper()
+	if !haveProcquery(t) {
+		t.Skip("no PROCMAP_QUERY on this kernel (6.11)")
+	}
+}
+
+// Where the kernel cannot run one of the programs, the dump stays exact
+// and says why: without the maple walk's program the BPF method reads
+// with the task_vma iterator; without the iterator's, --method bpf fails
+// naming it and auto falls back to a /proc method. RefuseProgram stands
+// in for a kernel that lacks the helper or iterator.
+func TestKernelFallbacks(t *testing.T) {
+	testenv.Root(t)
+	p := testproc.StartT(t, everything)
+	opts := synth.Options{Pids: []int{p.Pid}, Data: true, NoKernel: true}
+	t.Run("dump_tasks", func(t *testing.T) {
+		defer synth.RefuseProgram("dump_tasks")()
+		d := runDump(t, opts)
+		if d.stats.Walk != synth.WalkIter || d.stats.WalkFallback == "" {
+			t.Errorf("walk %q (%q), want iter and why", d.stats.Walk, d.stats.WalkFallback)
+		}
+		checkProc(t, p, d, true)
+		opts := opts
+		opts.Walk = synth.WalkMaple
+		if m, err := synth.NewBPF(opts); err == nil {
+			m.Close()
+			t.Error("--walk maple loaded without the maple walk's program")
+		}
+	})
+	t.Run("dump_vma", func(t *testing.T) {
+		defer synth.RefuseProgram("dump_vma")()
+		if m, _, err := synth.OpenMethod(synth.MethodBPF, opts, 0); err == nil || !strings.Contains(err.Error(), "dump_vma") {
+			if m != nil {
+				m.Close()
+			}
+			t.Fatalf("bpf without dump_vma: %v, want its load error", err)
+		}
+		m, why, err := synth.OpenMethod(synth.MethodAuto, opts, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if len(why) == 0 || !strings.Contains(why[0].Error(), "dump_vma") {
+			t.Errorf("auto says %v, want why bpf was not used", why)
+		}
+		d := &dumped{comms: map[uint32]string{}, forks: map[uint32]uint32{}}
+		d.stats, err = m.Dump(context.Background(), func(rec []byte) error { return d.add(rec, synth.DefaultSampleType) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.stats.Method == synth.MethodBPF {
+			t.Errorf("auto chose bpf")
+		}
+		checkProc(t, p, d, true)
+	})
+}
