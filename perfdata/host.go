@@ -307,7 +307,8 @@ type cacheLevel struct {
 }
 
 // cacheFeature is HEADER_CACHE, version 1: the distinct caches of the
-// possible CPUs, by level.
+// possible CPUs, by level. Without cache directories in sysfs (some VMs)
+// it holds none, as perf's write_cache writes it then.
 func cacheFeature(possible int) (Feature, bool) {
 	var caches []cacheLevel
 	for cpu := range possible {
@@ -329,9 +330,6 @@ func cacheFeature(possible int) (Feature, bool) {
 				caches = append(caches, c)
 			}
 		}
-	}
-	if len(caches) == 0 {
-		return Feature{}, false
 	}
 	slices.SortStableFunc(caches, func(a, b cacheLevel) int { return int(a.level - b.level) })
 	b := le.AppendUint32(le.AppendUint32(nil, 1), uint32(len(caches)))
