@@ -13,7 +13,7 @@ OUT     ?= perf.data
 APT_PKGS := clang-19 llvm-19 libbpf-dev linux-perf gcc python3-fusepy hotspot cargo librust-linux-perf-data-dev
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build dump deps generate check-generate test vet clean
+.PHONY: all build dump deps generate check-generate test vet vmtest vmtest-short clean
 
 all: build
 
@@ -52,6 +52,17 @@ vet:
 # Every test, with skips for missing root/BPF/perf/clang turned into failures.
 test: deps vet
 	SYNTH_REQUIRE=1 $(GO) test -count=1 ./...
+
+# The kernel matrix: Debian's 6.1 and 6.12 (Debian 12) and 6.18
+# (trixie-backports) booted under QEMU, and the host's own kernel, each
+# running the kernel-dependent tests; one line per kernel at the end
+# (testdata/vmtest/run.sh). KERNELS="6.1 host" picks some.
+vmtest: deps
+	testdata/vmtest/run.sh $(KERNELS)
+
+# CI's share of it: the dump against /proc and the fallbacks, on 6.1.
+vmtest-short: deps
+	VMTEST_SUITE=short testdata/vmtest/run.sh 6.1
 
 clean:
 	rm -rf bin

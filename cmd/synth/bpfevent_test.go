@@ -76,6 +76,9 @@ func bpfRecords(t *testing.T, path string, ids map[uint32]bool, addrs map[uint64
 			continue
 		}
 		b := untrailed(rec)
+		if rec.Type == perfdata.RecordMmap {
+			b = zeroNamePadding(b)
+		}
 		switch {
 		case rec.Type == perfdata.RecordMmap && binary.NativeEndian.Uint32(b[8:]) == ^uint32(0),
 			rec.Type == perfdata.RecordKsymbol && addrs[binary.NativeEndian.Uint64(b[8:])],
@@ -139,8 +142,15 @@ func TestBPFEventsMatchPerf(t *testing.T) {
 		if len(flags) > 0 {
 			events = 0
 		}
-		if len(want) != 1+len(addrs)+events { // this kernel: a text map, no modules
-			t.Fatalf("perf %v wrote %d records of %d functions of %d programs", flags, len(want), len(addrs), len(ids))
+		maps := 0 // the kernel text and its modules
+		for _, rec := range want {
+			if binary.NativeEndian.Uint32(rec) == perfdata.RecordMmap {
+				maps++
+			}
+		}
+		if maps != 1+loadedModules(t) || len(want)-maps != len(addrs)+events {
+			t.Fatalf("perf %v wrote %d records of %d functions of %d programs, %d maps of the kernel and modules",
+				flags, len(want), len(addrs), len(ids), maps)
 		}
 		for _, method := range []string{"bpf", "procmaps"} {
 			t.Run(strings.Join(append([]string{method}, flags...), ""), func(t *testing.T) {
@@ -166,4 +176,16 @@ func TestBPFEventsMatchPerf(t *testing.T) {
 			})
 		}
 	}
+}
+
+// zeroNamePadding returns an MMAP record with the bytes after its file
+// name's NUL zeroed: perf 6.1 leaves there what an earlier, longer name
+// of a module map left in its buffer; synth writes zeros.
+func zeroNamePadding(rec []byte) []byte {
+	const nameOff = 40 // header, pid, tid, addr, len, pgoff
+	rec = slices.Clone(rec)
+	if i := bytes.IndexByte(rec[min(nameOff, len(rec)):], 0); i >= 0 {
+		clear(rec[nameOff+i:])
+	}
+	return rec
 }

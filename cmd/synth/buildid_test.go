@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -74,13 +77,20 @@ func TestBuildIDsPerf(t *testing.T) {
 	}
 	var user []string
 	var vdso string
+	modules := 0
 	for _, l := range listed {
 		switch {
 		case strings.HasSuffix(l, " [vdso]"):
 			vdso = l
-		case !strings.HasSuffix(l, " [kernel.kallsyms]"):
+		case strings.HasSuffix(l, " [kernel.kallsyms]"):
+		case strings.HasSuffix(l, "]"): // a module, [name]
+			modules++
+		default:
 			user = append(user, l)
 		}
+	}
+	if loaded := loadedModules(t); modules != loaded {
+		t.Errorf("perf buildid-list lists %d modules, /proc/modules %d", modules, loaded)
 	}
 	// [vdso] is listed with the build ID perf itself lists for it.
 	perfFile := filepath.Join(t.TempDir(), "perf-own.data")
@@ -129,8 +139,8 @@ func TestBuildIDsPerf(t *testing.T) {
 	// compare it with itself, one record per DSO plus the kernel's and
 	// the vDSO's.
 	pipeIDs := mmap2BuildIDs(rr.stdout)
-	if n, _ := strconv.Atoi(m[1]); n != len(pipeIDs)+2 || len(pipeIDs) == 0 {
-		t.Errorf("pipe: %d BUILD_ID records for %d DSOs with build ids (+1 kernel, +1 vDSO)", n, len(pipeIDs))
+	if n, _ := strconv.Atoi(m[1]); n != len(pipeIDs)+2+modules || len(pipeIDs) == 0 {
+		t.Errorf("pipe: %d BUILD_ID records for %d DSOs with build ids (+1 kernel, +1 vDSO, +%d modules)", n, len(pipeIDs), modules)
 	}
 	for _, l := range pipeIDs {
 		id, _, _ := strings.Cut(l, " ")
@@ -172,4 +182,18 @@ func rawBytes(id string) string {
 		b.WriteString(" " + id[i:i+2])
 	}
 	return "ff ff ff ff" + b.String() + "  "
+}
+
+// loadedModules counts the kernel's loaded modules, each of which has a
+// build ID (they are linked with --build-id).
+func loadedModules(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/modules")
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0 // a kernel built without modules
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
 }

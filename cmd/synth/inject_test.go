@@ -63,15 +63,21 @@ func checkInjected(t *testing.T, perf, file, ref string, pid int, filter ...stri
 	args := append([]string{"-i", file, "--no-children"}, filter...)
 	got := report(t, perf, args...)
 	want := report(t, perf, append([]string{"-i", ref, "--no-children"}, filter...)...)
+	// Of the user-space samples: how much of the spin's time the kernel
+	// takes differs between hosts (under emulation it is more).
 	onSpin := got["spin main_spin"] + got["libspin.so lib_spin"]
-	unknown := 0.0
+	unknown, kernel := 0.0, 0.0
 	for k, v := range got {
 		if strings.Contains(k, "[unknown]") {
 			unknown += v
 		}
+		if strings.HasPrefix(k, "[kernel.kallsyms] ") {
+			kernel += v
+		}
 	}
-	if onSpin < 90 || unknown > 1 {
-		t.Errorf("%s: %.2f%% on spin's binary and library (want >= 90), %.2f%% unknown (want <= 1): %v", file, onSpin, unknown, major(got))
+	if user := 100 - kernel; user <= 0 || onSpin/user < 0.9 || unknown > 1 {
+		t.Errorf("%s: %.2f%% on spin's binary and library, of %.2f%% in user space (want >= 90%% of it), %.2f%% unknown (want <= 1): %v",
+			file, onSpin, user, unknown, major(got))
 	}
 	for _, k := range []string{"spin main_spin", "libspin.so lib_spin"} {
 		if math.Abs(got[k]-want[k]) > 10 {

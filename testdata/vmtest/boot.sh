@@ -1,0 +1,245 @@
+#!/bin/bash
+# boot.sh [options] KERNELDIR -- CMD [ARG...]
+#
+# Boots a Debian kernel unpacked by kernel.sh under QEMU and runs CMD in it
+# as root, so that synth's tests can run on kernels other than the host's.
+# The guest has no disk of its own: the host's whole root filesystem is
+# shared read-only over 9p (virtio) and CMD runs chrooted into it, so the
+# guest runs the host's perf, gcc, readelf, python3 and the test binaries
+# built on the host, at the same paths as on the host. /tmp is a fresh ext4
+# on a scratch disk, as on a host whose /tmp is on its root disk (synth
+# caches no build ID of a tmpfs file, and the tests of its cache count on
+# that); fresh, writable tmpfs are mounted over /var/tmp and /run, and fresh /proc, /sys,
+# /dev, bpffs, debugfs, tracefs, securityfs and cgroup2 at the usual places.
+# /root (HOME) is an overlay: the host's, read-only, under a fresh tmpfs
+# for the writes, so that `go build` in the guest (cmd/synth's tests) finds
+# the host's Go module cache, build cache and go env.
+#
+# Because the guest's /tmp is a fresh tmpfs, the host's /tmp is NOT visible
+# in the guest: put the binaries to run (go test -c -o ...) and the -C
+# directory anywhere else, e.g. under the repository or $VMTEST_CACHE/bin.
+#
+# The initramfs is built on the fly: busybox-static, the kernel's modules
+# for 9p over virtio-pci, overlay, and fuse (which the tests need), with their
+# dependencies from the modules' own depends= lists, decompressed on the
+# host, and the /init below. The per-run command rides in a second cpio
+# archive appended to it. QEMU uses KVM when /dev/kvm is usable, else TCG
+# (slow but works in VMs without nested virtualization).
+#
+# CMD's stdout and stderr come out on the serial console, which is our
+# stdout (CRs stripped); its exit status is reported as a VMTEST_EXIT=<rc>
+# line and becomes ours. 124: timeout; 125: the guest died without a status.
+#
+# Options:
+#   -C DIR        working directory of CMD (default: the current directory)
+#   -e NAME=VAL   set an environment variable for CMD (repeatable)
+#   -m MODULE     load one more module of the kernel (repeatable)
+#   -a ARGS       append to the kernel command line (e.g. -a loglevel=7)
+#   -t SECONDS    kill QEMU after this long (default 1200)
+#   -o FILE       also save the whole console log in FILE
+#   -s            run an interactive shell in the chroot instead of CMD
+# Environment: VMTEST_MEM (MiB, default 3072), VMTEST_SMP (default 2).
+set -eu
+
+usage() {
+	echo "usage: $0 [-C DIR] [-e NAME=VAL]... [-m MODULE]... [-a KERNELARGS] [-t SECONDS] [-o LOG] [-s] KERNELDIR [-- CMD [ARG...]]" >&2
+	exit 2
+}
+
+# Shell-quote one word.
+q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+
+dir=$PWD envs=() mods=(virtio_pci 9pnet_virtio 9p overlay fuse virtio_blk ?crc32c_generic ext4) append= timeout=1200 log= shell=
+while getopts C:e:m:a:t:o:sh opt; do
+	case $opt in
+	C) dir=$(cd "$OPTARG" && pwd) ;;
+	e) [[ $OPTARG =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage; envs+=("$OPTARG") ;;
+	m) mods+=("$OPTARG") ;;
+	a) append="$append $OPTARG" ;;
+	t) timeout=$OPTARG ;;
+	o) log=$OPTARG ;;
+	s) shell=1 ;;
+	*) usage ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 1 ] || usage
+kdir=$(cd "$1" && pwd)
+shift
+if [ -n "$shell" ]; then
+	[ $# = 0 ] || { [ $# = 1 ] && [ "$1" = -- ]; } || usage
+	set -- /bin/sh
+else
+	[ $# -ge 2 ] && [ "$1" = -- ] || usage
+	shift
+fi
+
+case $dir/ in /tmp/* | /var/tmp/*) echo "$0: warning: $dir is hidden in the guest by a fresh tmpfs" >&2 ;; esac
+
+vmlinuz=$(ls "$kdir"/boot/vmlinuz-* | head -n 1)
+kver=${vmlinuz##*/vmlinuz-}
+moddir=$kdir/lib/modules/$kver
+[ -d "$moddir" ] || moddir=$kdir/usr/lib/modules/$kver # merged /usr (Debian 13)
+[ -d "$moddir" ] || { echo "$0: no $moddir" >&2; exit 2; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/vmtest.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# --- initramfs --------------------------------------------------------------
+
+mkdir -p "$tmp"/root/{bin,dev,proc,sys,newroot,rw,lib/modules,vmtest}
+cp /bin/busybox "$tmp/root/bin/busybox"
+
+# Copy a module and, first, what it depends on (its depends= modinfo),
+# adding each once to the load order. Built-in modules are skipped.
+find "$moddir/kernel" -name '*.ko*' |
+	awk -F/ '{ n = $NF; sub(/\.ko.*/, "", n); gsub(/-/, "_", n); print n, $0 }' >"$tmp/modules"
+order=
+addmod() { # NAME, or ?NAME: loaded if the kernel has it as a module
+	local name=${1//-/_} file ko dep optional=
+	[[ $name != '?'* ]] || { optional=1 name=${name#?}; }
+	[[ " $order " != *" $name "* ]] || return 0
+	file=$(awk -v n="$name" '$1 == n { print $2; exit }' "$tmp/modules")
+	if [ -z "$file" ]; then
+		sed 's/-/_/g' "$moddir/modules.builtin" | grep -qE "/$name\.ko\$" && return 0
+		[ -z "$optional" ] || return 0
+		echo "$0: kernel $kver has no module $name" >&2
+		exit 1
+	fi
+	ko=$tmp/root/lib/modules/$name.ko
+	case $file in
+	*.xz) xz -dc "$file" ;;
+	*.zst) zstd -qdc "$file" ;;
+	*.gz) gzip -dc "$file" ;;
+	*) cat "$file" ;;
+	esac >"$ko"
+	for dep in $(LC_ALL=C tr '\0' '\n' <"$ko" | LC_ALL=C sed -n 's/^depends=//p' | tr , ' '); do
+		addmod "$dep"
+	done
+	order="$order $name"
+}
+for m in "${mods[@]}"; do addmod "$m"; done
+echo $order >"$tmp/root/lib/modules/order"
+
+cat >"$tmp/root/init" <<'EOF'
+#!/bin/busybox sh
+# vmtest guest init: mount the host's root over 9p, run the command chrooted.
+export PATH=/bin
+/bin/busybox mount -t proc proc /proc
+/bin/busybox --install -s /bin
+mount -t devtmpfs dev /dev
+exec </dev/console >/dev/console 2>&1
+fail() {
+	echo "vmtest: $*"
+	dmesg | tail -n 20
+	poweroff -f
+}
+mount -t sysfs sys /sys
+for m in $(cat /lib/modules/order); do
+	insmod "/lib/modules/$m.ko" || fail "insmod $m failed"
+done
+
+r=/newroot
+mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=loose hostroot $r ||
+	fail "cannot mount the host's root"
+mount -t proc proc $r/proc &&
+mount -t sysfs sys $r/sys &&
+mount -t devtmpfs dev $r/dev &&
+mkdir -p $r/dev/pts $r/dev/shm &&
+mount -t devpts -o ptmxmode=0666 devpts $r/dev/pts &&
+mount -t tmpfs -o mode=1777 shm $r/dev/shm &&
+mount -t ext4 /dev/vda $r/tmp && chmod 1777 $r/tmp &&
+mount -t tmpfs -o mode=1777 vartmp $r/var/tmp &&
+mount -t tmpfs -o mode=755 run $r/run &&
+mount -t tmpfs rw /rw && mkdir /rw/root /rw/work &&
+mount -t overlay -o lowerdir=$r/root,upperdir=/rw/root,workdir=/rw/work home $r/root &&
+mount -t bpf bpf $r/sys/fs/bpf &&
+mount -t debugfs debugfs $r/sys/kernel/debug &&
+mount -t tracefs tracefs $r/sys/kernel/tracing &&
+mount -t securityfs securityfs $r/sys/kernel/security &&
+mount -t cgroup2 cgroup2 $r/sys/fs/cgroup ||
+	fail "cannot set up the chroot"
+hostname vmtest
+
+. /vmtest/run # sets "$@" and $interactive
+echo VMTEST_START
+if [ -n "$interactive" ]; then
+	setsid cttyhack "$@"
+else
+	"$@" </dev/null
+fi
+echo "VMTEST_EXIT=$?"
+poweroff -f
+EOF
+chmod 755 "$tmp/root/init"
+
+term=dumb
+[ -z "$shell" ] || term=${TERM:-vt100}
+# The command: env -i VARS chroot /newroot /bin/sh -c 'cd DIR && exec CMD'.
+{
+	printf 'interactive=%s\n' "$shell"
+	printf 'set -- env -i'
+	for e in PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		HOME=/root "TERM=$term" "${envs[@]}"; do
+		printf ' %s' "$(q "$e")"
+	done
+	printf ' chroot /newroot /bin/sh -c %s vmtest' "$(q 'cd "$1" || exit 125; shift; exec "$@"')"
+	for a in "$dir" "$@"; do printf ' %s' "$(q "$a")"; done
+	echo
+} >"$tmp/root/vmtest/run"
+
+(cd "$tmp/root" && find . -path ./vmtest -prune -o -print | busybox cpio -o -H newc -R 0:0 2>/dev/null | gzip -1) >"$tmp/initrd"
+(cd "$tmp/root" && find vmtest | busybox cpio -o -H newc -R 0:0 2>/dev/null | gzip -1) >>"$tmp/initrd"
+
+# --- QEMU -------------------------------------------------------------------
+
+# The guest's /tmp: sparse, so only what the tests write takes room.
+truncate -s "${VMTEST_TMP:-16G}" "$tmp/scratch.img"
+mkfs.ext4 -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "$tmp/scratch.img"
+
+if [ -w /dev/kvm ] && [ -r /dev/kvm ]; then
+	accel=(-accel kvm -cpu host)
+else
+	accel=(-accel tcg -cpu max)
+fi
+qemu=(qemu-system-x86_64 -machine q35 "${accel[@]}" -m "${VMTEST_MEM:-3072}" -smp "${VMTEST_SMP:-2}"
+	-nographic -no-reboot
+	-kernel "$vmlinuz" -initrd "$tmp/initrd"
+	-append "console=ttyS0 panic=-1 quiet loglevel=1$append"
+	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap
+	-drive "file=$tmp/scratch.img,if=virtio,format=raw,cache=unsafe"
+	-nic none)
+
+if [ -n "$shell" ]; then # straight to the terminal
+	timeout --foreground "$timeout" "${qemu[@]}"
+	exit
+fi
+
+# Show CMD's output live, between the VMTEST_START and VMTEST_EXIT markers
+# of /init (the firmware's and kernel's chatter stays in the log); the
+# marker can end a last line that has no newline.
+set +e
+{
+	timeout --foreground -k 10 "$timeout" "${qemu[@]}" </dev/null
+	echo $? >"$tmp/qemu-rc"
+} | sed -u -n -e 's/\r$//' -e "w $tmp/console" -e '/VMTEST_START$/,/VMTEST_EXIT=[0-9]*$/{
+	/VMTEST_START$/d
+	/^VMTEST_EXIT=[0-9]*$/d
+	s/VMTEST_EXIT=[0-9]*$//
+	p
+}'
+set -e
+[ -z "$log" ] || cp "$tmp/console" "$log"
+
+qrc=$(cat "$tmp/qemu-rc")
+if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+	echo "$0: timeout after ${timeout}s" >&2
+	exit 124
+fi
+rc=$(sed -n 's/^.*VMTEST_EXIT=\([0-9]\{1,3\}\)$/\1/p' "$tmp/console" | tail -n 1)
+if [ -z "$rc" ]; then
+	echo "$0: the guest died without an exit status (QEMU exit $qrc); console:" >&2
+	tail -n 30 "$tmp/console" >&2
+	exit 125
+fi
+exit "$rc"

@@ -1,0 +1,73 @@
+#!/bin/bash
+# run.sh [KERNEL...]   (make vmtest)
+#
+# Runs synth's kernel-dependent tests on each kernel of the matrix: Debian
+# kernels booted under QEMU (boot.sh; KVM when /dev/kvm is usable, TCG
+# otherwise), and the host's own kernel, which no package holds, run
+# directly. A KERNEL is a Debian series (6.1, 6.12: Debian 12's; 6.18:
+# trixie-backports', the host's series) or "host". Default: 6.1 6.12 6.18
+# host, or $VMTEST_KERNELS. $VMTEST_SUITE=short runs only the dump
+# against /proc (CI's guest); $VMTEST_BENCH=1 also runs
+# synth bench --sweep 100k --reps 3 --no-perf in each.
+#
+# It installs what it needs (QEMU, busybox-static, xz, zstd), builds the
+# synth command and the test binaries on the host, and prints one line per
+# kernel: kernel, the method and walk auto chose, tests passed/failed.
+# It exits 1 if any kernel failed.
+set -eu
+cd "$(dirname "$0")/../.."
+here=testdata/vmtest
+cache=${VMTEST_CACHE:-/var/cache/synth-vmtest}
+suite=${VMTEST_SUITE:-full}
+if [ $# -gt 0 ]; then kernels=$*; else kernels=${VMTEST_KERNELS:-6.1 6.12 6.18 host}; fi
+
+need=
+command -v qemu-system-x86_64 >/dev/null || need="$need qemu-system-x86"
+[ -x /bin/busybox ] || need="$need busybox-static"
+command -v xz >/dev/null || need="$need xz-utils"
+command -v zstd >/dev/null || need="$need zstd"
+if [ -n "$need" ]; then
+	echo "vmtest: installing$need"
+	apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null
+fi
+
+# The binaries live outside /tmp, which the guest replaces with a tmpfs.
+bin=$cache/bin
+mkdir -p "$bin"
+echo "vmtest: building into $bin"
+go build -o "$bin/synth" ./cmd/synth
+go test -c -o "$bin/synth.test" ./synth
+go test -c -o "$bin/cmd.test" ./cmd/synth
+go test -c -o "$bin/bpfdump.test" ./internal/method/bpfdump
+go test -c -o "$bin/bpfiter.test" ./internal/bpfiter
+
+# guest runs the tests (and the benchmark) in the current kernel.
+guest="$here/guest.sh $bin $suite"
+if [ "${VMTEST_BENCH:-}" = 1 ]; then
+	guest="$guest && $bin/synth bench --sweep 100k --reps 3 --no-perf"
+fi
+
+results=() failed=0
+for k in $kernels; do
+	start=$(date +%s)
+	out=$(mktemp)
+	if [ "$k" = host ]; then
+		echo "vmtest: the host's kernel $(uname -r), not booted"
+		sh -c "$guest" 2>&1 | tee "$out" || true
+	else
+		suite= # Debian 12's kernels come from the host's sources
+		case $k in 6.1 | 6.12) ;; *) suite=trixie-backports ;; esac
+		pkg=$(VMTEST_APT_SUITE=$suite $here/kernel.sh --newest "$k")
+		dir=$(VMTEST_APT_SUITE=$suite $here/kernel.sh "$pkg" "$cache")
+		echo "vmtest: booting $pkg"
+		$here/boot.sh -t "${VMTEST_TIMEOUT:-2400}" -C "$PWD" "$dir" -- sh -c "$guest" 2>&1 | tee "$out" || true
+	fi
+	line=$(grep '^vmtest: [^ ]*: auto chose' "$out" | tail -n 1)
+	[ -n "$line" ] || line="vmtest: $k: no result (the guest did not finish)"
+	case $line in *" 0 failed"*) ;; *) failed=1 ;; esac
+	results+=("$line ($(($(date +%s) - start)) s)")
+	rm -f "$out"
+done
+echo
+printf '%s\n' "${results[@]}"
+exit $failed
