@@ -29,6 +29,10 @@ type Config struct {
 	Reps     int       // runs per method (0: 5)
 	Threads  int       // procmaps and procquery run with 1..Threads workers (0: one per CPU)
 	Progress io.Writer // a progress line, rewritten in place; nil: none
+	// Skip are the methods this kernel cannot run, each a name or the
+	// name before "-N" (procquery without PROCMAP_QUERY; floor-maple
+	// where the maple walk cannot prove itself).
+	Skip []string
 }
 
 // Result is one method's summary. The JSON names are synth bench --json's.
@@ -81,6 +85,9 @@ func (c *Config) methods(tmp string) []method {
 	ms = append(ms,
 		method{name: "floor-maple", cmd: dump("--method", "floor", "--walk", "maple"), parse: parseSynth},
 		method{name: "floor-iter", cmd: dump("--method", "floor", "--walk", "iter"), parse: parseSynth})
+	ms = slices.DeleteFunc(ms, func(m method) bool {
+		return slices.ContainsFunc(c.Skip, func(s string) bool { return m.name == s || strings.HasPrefix(m.name, s+"-") })
+	})
 	if c.Perf != "" {
 		perf := func(n int) func() *exec.Cmd {
 			return func() *exec.Cmd {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,24 @@ func TestCountRecords(t *testing.T) {
 	}
 	if _, _, _, err := countRecords(filepath.Join(t.TempDir(), "none")); err == nil {
 		t.Error("a missing file: no error")
+	}
+}
+
+// A kernel without PROCMAP_QUERY or the maple walk's proof runs the rest.
+func TestSkip(t *testing.T) {
+	c := Config{Synth: "synth", Threads: 2, Skip: []string{"procquery", "floor-maple"}}
+	var names []string
+	for _, m := range c.methods(t.TempDir()) {
+		names = append(names, m.name)
+	}
+	for _, want := range []string{"bpf", "bpf-iter", "procmaps-1", "procmaps-2", "floor-iter"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("%s left out: %v", want, names)
+		}
+	}
+	for _, gone := range []string{"procquery-1", "procquery-2", "floor-maple"} {
+		if slices.Contains(names, gone) {
+			t.Errorf("%s not left out: %v", gone, names)
+		}
 	}
 }

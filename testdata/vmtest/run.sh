@@ -44,7 +44,7 @@ go test -c -o "$bin/bpfiter.test" ./internal/bpfiter
 # guest runs the tests (and the benchmark) in the current kernel.
 guest="$here/guest.sh $bin $suite"
 if [ "${VMTEST_BENCH:-}" = 1 ]; then
-	guest="$guest && $bin/synth bench --sweep 100k --reps 3 --no-perf"
+	guest="$guest; $bin/synth bench --sweep 100k --reps 3 --no-perf --svg /tmp/bench.svg"
 fi
 
 results=() failed=0
