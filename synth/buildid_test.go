@@ -282,8 +282,13 @@ func startSleep(t *testing.T, name string, args ...string) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for range 200 {
-		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid)); strings.Contains(exe, name) {
+	// Started: exec'd into name and asleep in it, its libraries mapped
+	// (a loaded host can show the exe before ld.so maps libc).
+	for range 500 {
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid))
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		_, state, _ := strings.Cut(string(stat), ") ")
+		if strings.Contains(exe, name) && strings.HasPrefix(state, "S") {
 			return cmd.Process.Pid
 		}
 		time.Sleep(10 * time.Millisecond)
