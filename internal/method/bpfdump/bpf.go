@@ -126,7 +126,7 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 // also needs for the processes whose maple walk did not hold. An
 // explicit --walk maple the kernel cannot run is an error.
 func (b *BPF) loadPrograms() error {
-	probe, err := b.objs.program(progProbe)
+	probe, err := b.objs.program(synthbpf.SynthProgProbe)
 	if err == nil {
 		_, err = probe.Run(&ebpf.RunOptions{})
 	}
@@ -141,11 +141,11 @@ func (b *BPF) loadPrograms() error {
 			return fmt.Errorf("maple walk: %w", b.walkWhy)
 		}
 	}
-	if b.dumpVMA, err = b.objs.program(progDumpVMA); err != nil {
+	if b.dumpVMA, err = b.objs.program(synthbpf.SynthProgDumpVma); err != nil {
 		return err
 	}
 	if b.walk == dump.WalkIter {
-		b.dumpTask, err = b.objs.program(progDumpTask)
+		b.dumpTask, err = b.objs.program(synthbpf.SynthProgDumpTask)
 	}
 	return err
 }
@@ -163,7 +163,7 @@ func (b *BPF) loadMaple(probeErr error) error {
 	if ok == 0 {
 		return errNoProof
 	}
-	p, err := b.objs.program(progDumpTasks)
+	p, err := b.objs.program(synthbpf.SynthProgDumpTasks)
 	b.dumpTasks = p
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 
+	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/dump"
 )
@@ -37,9 +38,9 @@ func NewFloor(walk string) (*Floor, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := progWalkMaple
+	name := synthbpf.SynthProgWalkMaple
 	if walk == dump.WalkIter {
-		name = progWalkVMA
+		name = synthbpf.SynthProgWalkVma
 	}
 	prog, err := objs.program(name)
 	if err != nil {

@@ -18,8 +18,8 @@ import (
 // The maps (the global variables' sections among them) load first, and
 // every program then loads against them.
 //
-// What each kernel runs: dump_task and dump_vma need iter/task_vma (5.12)
-// and bpf_d_path in iterators; probe needs syscall programs (5.14) and
+// What each kernel runs: dump_task needs iter/task (5.8), dump_vma
+// iter/task_vma (5.12) and bpf_d_path in iterators; probe needs syscall programs (5.14) and
 // bpf_kallsyms_lookup_name (5.16); dump_tasks needs what walk_provable()
 // checks (bpf/maple.bpf.h), which probe reports before dump_tasks is
 // loaded. A relocation against a field a kernel lacks poisons its
@@ -34,16 +34,6 @@ type objects struct {
 	sections *ebpf.Collection     // owns the maps of the variables' sections
 	progs    map[string]*ebpf.Program
 }
-
-// Program names, as in the C sources.
-const (
-	progDumpTask  = "dump_task"  // iter/task: FORK, COMM for --walk iter
-	progDumpVMA   = "dump_vma"   // iter/task_vma: MMAP2, --walk iter and the fallback
-	progDumpTasks = "dump_tasks" // iter/task: the maple walk
-	progProbe     = "probe"      // syscall: kernel text, walk_ok
-	progWalkVMA   = "walk_vma"   // the floor of --walk iter
-	progWalkMaple = "walk_maple" // the floor of the maple walk
-)
 
 // loadObjects loads the maps and variables; programs load with program.
 func loadObjects() (*objects, error) {

@@ -414,7 +414,7 @@ func (b *BPF) FailWalk(pid int) error { return b.objs.FailTgid.Set(uint32(pid)) 
 // leaving its records in the rings unread: for tests of the generation
 // rule, which must drop them.
 func (b *BPF) EmitStale(pid int, gen uint64) error {
-	p, err := b.objs.program(progDumpTask)
+	p, err := b.objs.program(synthbpf.SynthProgDumpTask)
 	if err != nil {
 		return err
 	}
