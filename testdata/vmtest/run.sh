@@ -41,8 +41,15 @@ go test -c -o "$bin/cmd.test" ./cmd/synth
 go test -c -o "$bin/bpfdump.test" ./internal/method/bpfdump
 go test -c -o "$bin/bpfiter.test" ./internal/bpfiter
 
+# The tests run in a copy of the checkout outside /tmp and /var/tmp,
+# which the guest replaces (CI's clone may be there): the guest sees the
+# host's root at the same paths.
+src=$cache/src
+rm -rf "$src" && mkdir -p "$src"
+tar --exclude=./.git --exclude=./bin -cf - . | tar -xf - -C "$src"
+
 # guest runs the tests (and the benchmark) in the current kernel.
-guest="$here/guest.sh $bin $suite"
+guest="$src/$here/guest.sh $bin $suite"
 if [ "${VMTEST_BENCH:-}" = 1 ]; then
 	guest="$guest; $bin/synth bench --sweep 100k --reps 3 --no-perf --svg /tmp/bench.svg"
 fi
@@ -53,14 +60,14 @@ for k in $kernels; do
 	out=$(mktemp)
 	if [ "$k" = host ]; then
 		echo "vmtest: the host's kernel $(uname -r), not booted"
-		sh -c "$guest" 2>&1 | tee "$out" || true
+		(cd "$src" && sh -c "$guest") 2>&1 | tee "$out" || true
 	else
 		suite= # Debian 12's kernels come from the host's sources
 		case $k in 6.1 | 6.12) ;; *) suite=trixie-backports ;; esac
 		pkg=$(VMTEST_APT_SUITE=$suite $here/kernel.sh --newest "$k")
 		dir=$(VMTEST_APT_SUITE=$suite $here/kernel.sh "$pkg" "$cache")
 		echo "vmtest: booting $pkg"
-		$here/boot.sh -t "${VMTEST_TIMEOUT:-2400}" -C "$PWD" "$dir" -- sh -c "$guest" 2>&1 | tee "$out" || true
+		$here/boot.sh -t "${VMTEST_TIMEOUT:-2400}" -C "$src" "$dir" -- sh -c "$guest" 2>&1 | tee "$out" || true
 	fi
 	line=$(grep '^vmtest: [^ ]*: auto chose' "$out" | tail -n 1)
 	[ -n "$line" ] || line="vmtest: $k: no result (the guest did not finish)"
