@@ -189,6 +189,32 @@ func TestRecordWorkloadStatus(t *testing.T) {
 	readable(t, "record of exit 3", out)
 }
 
+// A workload that cannot run gives one line and the status env(1) gives,
+// before anything is recorded: the previous output stays as it was.
+func TestRecordWorkloadMissing(t *testing.T) {
+	testenv.Root(t)
+	notExec := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(notExec, []byte("not a program"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cmd  string
+		code int
+	}{{"/nonexistent", 127}, {"synth-no-such-command", 127}, {notExec, 126}} {
+		out := precious(t)
+		r := runCmd(t, exec.Command(synthBin, "record", "-o", out, "--", tc.cmd))
+		if r.code != tc.code || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, tc.cmd) {
+			t.Errorf("%s: exit %d, stderr %q; want %d and one line naming it", tc.cmd, r.code, r.stderr, tc.code)
+		}
+		if b, err := os.ReadFile(out); err != nil || string(b) != "precious" {
+			t.Errorf("%s: the output was touched: %q %v", tc.cmd, b, err)
+		}
+		if _, err := os.Stat(out + ".old"); err == nil {
+			t.Errorf("%s: the output was moved to .old", tc.cmd)
+		}
+	}
+}
+
 // SIGINT ends a recording within a second, sends the workload SIGTERM,
 // and leaves a valid file.
 func TestRecordInterrupt(t *testing.T) {

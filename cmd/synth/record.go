@@ -6,9 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/synth-dev/synth/internal/workload"
@@ -78,7 +81,7 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		// Stopped before it runs its command: nothing happens if a
 		// check below fails.
 		if cmd, err = workload.Start(command); err != nil {
-			return fail(stderr, fmt.Errorf("start %s: %w", command[0], err))
+			return startFailed(stderr, command[0], err)
 		}
 		defer cmd.Stop(workloadGrace)
 		opts.Pids = []int{cmd.Process.Pid}
@@ -146,3 +149,24 @@ func recordSummary(stderr io.Writer, st synth.ProfileStats) int {
 	}
 	return exitOK
 }
+
+// startFailed reports a workload that could not be started, and returns
+// the status env(1), nice(1) and timeout(1) give then: 127 when the
+// command is not found, 126 when it is found but cannot be run.
+func startFailed(stderr io.Writer, name string, err error) int {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintf(stderr, "synth: record: %s: command not found\n", name)
+		return exitNotFound
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC):
+		fmt.Fprintf(stderr, "synth: record: %s: cannot run it: %v\n", name, err)
+		return exitCannotRun
+	}
+	return fail(stderr, fmt.Errorf("start %s: %w", name, err))
+}
+
+// Exit statuses of a workload that could not run (see startFailed).
+const (
+	exitCannotRun = 126
+	exitNotFound  = 127
+)
