@@ -40,18 +40,14 @@ func haveProcquery(t *testing.T) bool {
 	if !errors.Is(err, synth.ErrNoProcquery) {
 		t.Fatal(err)
 	}
-	if testenv.KernelAtLeast(6, 11) && testenv.Required() {
-		t.Fatalf("SYNTH_REQUIRE=1 and this 6.11+ kernel has no PROCMAP_QUERY")
-	}
-	t.Logf("no PROCMAP_QUERY on this kernel (6.11): procquery is not checked")
-	return false
+	return testenv.Feature(t, false, "6.11", "no PROCMAP_QUERY: procquery is not checked")
 }
 
 // needProcquery skips t where this kernel has no PROCMAP_QUERY.
 func needProcquery(t *testing.T) {
 	t.Helper()
 	if !haveProcquery(t) {
-		t.Skip("no PROCMAP_QUERY on this kernel (6.11)")
+		t.SkipNow()
 	}
 }
 

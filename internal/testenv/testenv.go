@@ -58,20 +58,29 @@ func KernelAtLeast(major, minor int) bool {
 	return ma > major || ma == major && mi >= minor
 }
 
-// Kernel skips t where the kernel lacks what the test needs (ok false:
-// a build option, or a feature of a later kernel), with why. From the
-// kernel version since, every kernel has it, and a missing feature there
-// fails the test under SYNTH_REQUIRE.
-func Kernel(t testing.TB, ok bool, since string, why string) {
+// Feature returns ok, whether the kernel has a feature that kernels have
+// from version since on. Where it lacks it, a kernel of that version or
+// later fails t under SYNTH_REQUIRE; an older one is logged with why.
+func Feature(t testing.TB, ok bool, since string, why string) bool {
 	t.Helper()
 	if ok {
-		return
+		return true
 	}
 	var ma, mi int
 	if _, err := fmt.Sscanf(since, "%d.%d", &ma, &mi); err == nil && KernelAtLeast(ma, mi) && Required() {
 		t.Fatalf("SYNTH_REQUIRE=1 and this kernel (%s or later) lacks it: %s", since, why)
 	}
-	t.Skipf("this kernel lacks it (needs %s, or a backport): %s", since, why)
+	t.Logf("this kernel lacks it (needs %s, or a backport): %s", since, why)
+	return false
+}
+
+// Kernel skips t where the kernel lacks a feature of a later kernel (see
+// Feature).
+func Kernel(t testing.TB, ok bool, since string, why string) {
+	t.Helper()
+	if !Feature(t, ok, since, why) {
+		t.SkipNow()
+	}
 }
 
 // Option skips t, never failing it, where the kernel was built without

@@ -111,7 +111,7 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 	b.chunk, b.walkBuf = chunk, make([]byte, budget)
 	b.gate, err = dump.FindGate()
 	if err == nil && !opts.NoKernel {
-		b.text, err = b.kernelText(b.probed)
+		b.text, err = b.kernelText()
 	}
 	if err != nil {
 		b.Close()
@@ -185,13 +185,13 @@ func (b *BPF) Walk() (string, error) { return b.walk, b.walkWhy }
 // move while it runs. A kernel that runs the program has no entry
 // trampolines (they were removed in 4.20, long before
 // bpf_kallsyms_lookup_name came, in 5.16).
-func (b *BPF) kernelText(probed bool) (dump.Kernel, error) {
+func (b *BPF) kernelText() (dump.Kernel, error) {
 	var start, end uint64
 	var err error
-	if probed {
+	if b.probed {
 		err = errors.Join(b.objs.TextStart.Get(&start), b.objs.TextEnd.Get(&end))
 	}
-	if !probed || err != nil || start == 0 {
+	if !b.probed || err != nil || start == 0 {
 		return dump.ReadKallsyms("/proc/kallsyms")
 	}
 	return dump.Kernel{Text: dump.TextMap(start, end)}, nil
