@@ -16,7 +16,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/synth-dev/synth/internal/elfnote"
 	"github.com/synth-dev/synth/internal/procfs"
@@ -274,27 +273,10 @@ func checkCrafted(t *testing.T, p *testproc.Proc, dir, walk string, withID int) 
 }
 
 // startSleep starts a sleeping copy of /bin/sleep through sh -c script,
-// which may unshare and mount first, and waits until exe ends in name.
+// which may unshare and mount first, and waits until it sleeps in name.
 func startSleep(t *testing.T, name string, args ...string) int {
 	t.Helper()
-	cmd := exec.Command(args[0], args[1:]...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	// Started: exec'd into name and asleep in it, its libraries mapped
-	// (a loaded host can show the exe before ld.so maps libc).
-	for range 500 {
-		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid))
-		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
-		_, state, _ := strings.Cut(string(stat), ") ")
-		if strings.Contains(exe, name) && strings.HasPrefix(state, "S") {
-			return cmd.Process.Pid
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s did not start", name)
-	return 0
+	return testproc.StartSleep(t, name, exec.Command(args[0], args[1:]...))
 }
 
 // A binary that exists only in its own mount namespace, and one deleted

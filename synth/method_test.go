@@ -3,6 +3,7 @@ package synth_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/synth-dev/synth/internal/elfnote"
 	"github.com/synth-dev/synth/internal/testenv"
@@ -146,28 +146,12 @@ func TestProcqueryNamesPerMountNS(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(a, "sleep"), prog, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	direct := exec.Command(filepath.Join(a, "sleep"), "600")
-	bound := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
-		`mount --bind "$1" "$2" && exec "$2/sleep" 600`, "sh", a, b)
-	for _, c := range []*exec.Cmd{direct, bound} {
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	want := map[int]string{
+		testproc.StartSleep(t, "a/sleep", exec.Command(filepath.Join(a, "sleep"), "600")): filepath.Join(a, "sleep"),
+		testproc.StartSleep(t, "b/sleep", exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+			`mount --bind "$1" "$2" && exec "$2/sleep" 600`, "sh", a, b)): filepath.Join(b, "sleep"),
 	}
-	pids := []int{direct.Process.Pid, bound.Process.Pid}
-	want := map[int]string{pids[0]: filepath.Join(a, "sleep"), pids[1]: filepath.Join(b, "sleep")}
-	for pid, exe := range want { // wait for the exec
-		for i := 0; ; i++ {
-			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); l == exe {
-				break
-			}
-			if i == 500 {
-				t.Fatalf("pid %d did not run %s", pid, exe)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	pids := slices.Collect(maps.Keys(want))
 	opts := synth.Options{Pids: pids, NoKernel: true}
 	oracle := recordsOf(t, synth.MethodProcmaps, opts, 1)
 	for pid, exe := range want {
