@@ -114,6 +114,7 @@ const (
 	AttrMmap          = 1 << 8
 	AttrComm          = 1 << 9
 	AttrFreq          = 1 << 10
+	AttrEnableOnExec  = 1 << 12
 	AttrTask          = 1 << 13
 	AttrWatermark     = 1 << 14
 	AttrMmapData      = 1 << 17

@@ -193,6 +193,9 @@ func (s *Session) count(rec *Record) {
 	case KindLive:
 		s.stats.Live++
 		s.stats.LiveLost += lostCount(rec.Raw)
+		if rec.Type() == perfdata.RecordThrottle {
+			s.stats.Throttled++
+		}
 	}
 }
 

@@ -3,14 +3,28 @@ package synth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"maps"
+	"slices"
+	"sync"
 	"time"
+
+	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/procfs"
 
 	"github.com/synth-dev/synth/perfdata"
 )
 
 // ProfileOptions configure Profile, a minimal perf record built on a
 // Session. The zero value samples every CPU at DefaultSampleFreq.
+//
+// The sampling event is opened as perf record opens it for the same
+// target: per task and per CPU, inheriting, for Pids (-p, -u, a
+// command); per task and per CPU, not inheriting, for Tids (-t); per CPU
+// for Cgroup (-G); per CPU for every task without a target (-a). Tasks
+// outside the target are never interrupted.
 type ProfileOptions struct {
 	// Pids restricts the profile to these processes and the children
 	// they fork from now on; nil profiles the whole system.
@@ -18,6 +32,12 @@ type ProfileOptions struct {
 	// Tids, with Pids their processes, restricts the samples and the
 	// synthesized thread records to these threads (perf record -t).
 	Tids []int
+	// Cgroup, with Pids the processes in it, samples the tasks of this
+	// cgroup and of those below it with a cgroup event (perf record -G).
+	Cgroup string
+	// OnExec starts sampling Pids at their next exec, as perf record
+	// samples the workload it starts (enable_on_exec).
+	OnExec bool
 	// Namespaces and Cgroups add the NAMESPACES and CGROUP records of
 	// perf record --namespaces and --all-cgroups to the dump.
 	Namespaces, Cgroups bool
@@ -76,10 +96,14 @@ type Profiler struct {
 // *PermissionError. Run or Close must follow.
 func NewProfiler(opts ProfileOptions) (*Profiler, error) {
 	p := &Profiler{opts: opts, start: time.Now()}
+	sample, err := opts.sampleOptions()
+	if err != nil {
+		return nil, err
+	}
 	p.so = SessionOptions{
 		Options: Options{Pids: opts.Pids, Tids: opts.Tids, NoBuildID: opts.NoBuildID, RingPages: opts.RingPages,
 			Namespaces: opts.Namespaces, Cgroups: opts.Cgroups, NoBPFEvent: opts.NoBPFEvent},
-		Sample: &SampleOptions{Freq: opts.Freq, Callchain: opts.Callchain},
+		Sample: sample,
 	}
 	s, err := NewSession(p.so)
 	if err != nil {
@@ -87,6 +111,39 @@ func NewProfiler(opts ProfileOptions) (*Profiler, error) {
 	}
 	p.s = s
 	return p, nil
+}
+
+// sampleOptions opens the sampling event where perf record would for
+// the same target (see ProfileOptions).
+func (o *ProfileOptions) sampleOptions() (*SampleOptions, error) {
+	so := &SampleOptions{Freq: o.Freq, Callchain: o.Callchain, OnExec: o.OnExec, Stopped: !o.OnExec}
+	switch {
+	case o.Cgroup != "":
+		so.Cgroup = o.Cgroup
+	case len(o.Tids) > 0:
+		so.Tasks = o.Tids // perf record -t does not inherit
+	case len(o.Pids) > 0 && o.OnExec:
+		// A workload before its exec: the thread that will exec.
+		so.Tasks, so.Inherit = o.Pids, true
+	case len(o.Pids) > 0:
+		so.Inherit = true
+		for _, pid := range o.Pids {
+			threads, err := procfs.ReadComms(pid)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // exited: NewSession says so if none is left
+			}
+			if err != nil {
+				return nil, fmt.Errorf("threads of process %d: %w", pid, err)
+			}
+			for _, tid := range slices.Sorted(maps.Keys(threads)) {
+				so.Tasks = append(so.Tasks, tid)
+			}
+		}
+		if so.Tasks == nil {
+			return nil, fmt.Errorf("open sampling event: %w", bpfdump.ErrNoTask)
+		}
+	}
+	return so, nil
 }
 
 // Close ends a profile that was not run.
@@ -108,29 +165,60 @@ func (p *Profiler) Run(ctx context.Context, out io.Writer, wopts WriteOptions) (
 	if opts.Started != nil {
 		opts.Started()
 	}
-	stop := context.AfterFunc(ctx, s.Flush)
-	defer stop()
-	if opts.Done != nil {
-		finished := make(chan struct{})
-		defer close(finished)
-		go func() {
-			select {
-			case <-opts.Done:
-				s.Flush()
-			case <-finished:
-			}
-		}()
-	}
+	sw := &sampleSwitch{s: s, onExec: opts.OnExec}
+	defer sw.endOn(ctx, opts.Done)()
 	table := headerTables{bpf: bpfInfo{off: w.Pipe()}}
-	err = finishPerfData(w, &table, p.so.Options, copyRecords(s, w, &table))
+	err = copyRecords(s, w, &table, sw.start)
+	err = finishPerfData(w, &table, p.so.Options, err)
 	return ProfileStats{Session: s.Stats(), Dump: s.LastDump(), Duration: time.Since(p.start)}, err
+}
+
+// sampleSwitch starts a profile's sampling once the dump is written, and
+// ends the profile: sampling stopped first, then the rings flushed, so
+// that the end takes a bounded time however fast they were filling.
+type sampleSwitch struct {
+	s       *Session
+	onExec  bool // the kernel starts sampling at the workload's exec
+	mu      sync.Mutex
+	stopped bool
+}
+
+func (sw *sampleSwitch) start() error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.stopped || sw.onExec {
+		return nil
+	}
+	return sw.s.StartSampling()
+}
+
+// endOn ends the profile when ctx ends or done is closed (nil: never),
+// from a goroutine that the returned function waits for.
+func (sw *sampleSwitch) endOn(ctx context.Context, done <-chan struct{}) (wait func()) {
+	finished, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		select {
+		case <-ctx.Done():
+		case <-done:
+		case <-finished:
+			return
+		}
+		sw.mu.Lock()
+		sw.stopped = true
+		sw.s.StopSampling()
+		sw.mu.Unlock()
+		sw.s.Flush()
+	}()
+	return func() { close(finished); <-ended }
 }
 
 // copyRecords writes the session's records until it is flushed: the
 // dump's, then FINISHED_INIT, then the live records and samples, with a
 // FINISHED_ROUND each time the session has handed out all it had read
-// from the rings, as perf record ends each pass over its rings.
-func copyRecords(s *Session, w *perfdata.Writer, table *headerTables) error {
+// from the rings, as perf record ends each pass over its rings. It calls
+// dumped after the dump's records.
+func copyRecords(s *Session, w *perfdata.Writer, table *headerTables, dumped func() error) error {
 	var recs [readBatch]Record
 	inRound := false
 	for {
@@ -148,6 +236,9 @@ func copyRecords(s *Session, w *perfdata.Writer, table *headerTables) error {
 			if rec.Kind == KindDumpEnd {
 				if err := w.EndInit(); err != nil {
 					return err
+				}
+				if err := dumped(); err != nil {
+					return fmt.Errorf("start sampling: %w", err)
 				}
 				continue
 			}

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	perf "github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/dump"
@@ -34,8 +33,8 @@ type SessionOptions struct {
 	// stream to those processes and the children they fork; SampleType
 	// is ignored: records carry the trailer of the rings (see Attrs).
 	Options
-	// Sample, when set, opens a sampling event on every CPU whose
-	// samples join the stream.
+	// Sample, when set, opens a sampling event on every CPU, for the
+	// tasks it says, whose samples join the stream.
 	Sample *SampleOptions
 }
 
@@ -46,6 +45,25 @@ type SampleOptions struct {
 	Freq uint64
 	// Callchain records call chains (perf record -g).
 	Callchain bool
+	// Tasks, when set, samples only these tasks (thread ids), as perf
+	// record -p, -t and -u do: one event per task and CPU. Nil samples
+	// every task (perf record -a), unless Cgroup is set.
+	Tasks []int
+	// Inherit also samples the children the Tasks create from then on,
+	// threads and processes (perf record without --no-inherit).
+	Inherit bool
+	// OnExec leaves the Tasks unsampled until they exec, as perf record
+	// samples its workload (enable_on_exec).
+	OnExec bool
+	// Stopped opens the events stopped: sampling starts with
+	// StartSampling, as perf record enables its events only once it has
+	// synthesized the existing state. At high rates, samples taken
+	// meanwhile cost the dump time and ring room.
+	Stopped bool
+	// Cgroup, when set, samples the tasks of this cgroup and of those
+	// below it, a path in the perf_event or cgroup2 hierarchy, with one
+	// cgroup event per CPU (perf record -a -G).
+	Cgroup string
 }
 
 // DefaultSampleFreq is perf record's default frequency.
@@ -105,7 +123,11 @@ type SessionStats struct {
 	// a side-band ring was full; the stream has a PERF_RECORD_LOST
 	// record for them, as perf has.
 	LiveLost uint64
-	Filtered uint64 // live records of processes outside Options.Pids
+	// Throttled counts the PERF_RECORD_THROTTLE records the stream has:
+	// times the kernel stopped a sampler for a tick because its
+	// interrupts took more than kernel.perf_cpu_time_max_percent.
+	Throttled uint64
+	Filtered  uint64 // live records of processes outside Options.Pids
 }
 
 // Session streams the records of a host, or of some processes: the state
@@ -165,6 +187,12 @@ func NewSession(opts SessionOptions) (*Session, error) {
 	if opts.Sample != nil {
 		rc.Sampler = samplerPerfAttr(opts.Sample)
 		rc.SampleType = samplerAttr(opts.Sample).SampleType
+		scope, err := newSampleScope(opts.Sample)
+		if err != nil {
+			return nil, err
+		}
+		defer scope.Close()
+		rc.Scope = scope.SampleScope
 	}
 	opts.SampleType = rc.SampleType // the trailer of the synthesized records
 	b, err := bpfdump.NewWithRings(opts.Options, rc)
@@ -210,54 +238,31 @@ func (s *Session) init(rc bpfdump.RingConfig) error {
 		a := samplerAttr(s.opts.Sample)
 		a.Flags &^= perfdata.AttrDisabled
 		s.attrs = append(s.attrs, perfdata.WriterAttr{Attr: a, Name: "cpu-clock", IDs: samplerIDs})
+		if s.opts.Sample.OnExec || s.opts.Sample.Stopped {
+			return nil // the kernel enables them at the exec, or StartSampling
+		}
 		return s.b.EnableSamplers()
 	}
 	return nil
 }
 
-// samplerAttr describes, for perf.data, the sampling event that
-// samplerPerfAttr opens: a cpu-clock event at o.Freq on one CPU, all
-// threads. The two must agree bit for bit; synth record's tests decode
-// the samples with perf under this description (and fail when a bit
-// differs).
-func samplerAttr(o *SampleOptions) perfdata.Attr {
-	freq := o.Freq
-	if freq == 0 {
-		freq = DefaultSampleFreq
+// StartSampling starts the sampling events, opened stopped
+// (SampleOptions.Stopped) or stopped by StopSampling.
+func (s *Session) StartSampling() error {
+	if s.opts.Sample == nil {
+		return nil
 	}
-	st := uint64(perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID |
-		perfdata.SampleTime | perfdata.SampleCPU | perfdata.SamplePeriod)
-	if o.Callchain {
-		st |= perfdata.SampleCallchain
-	}
-	return perfdata.Attr{
-		Type:         unix.PERF_TYPE_SOFTWARE,
-		Size:         perfdata.AttrSize,
-		Config:       unix.PERF_COUNT_SW_CPU_CLOCK,
-		SamplePeriod: freq,
-		SampleType:   st,
-		Flags: perfdata.AttrDisabled | perfdata.AttrFreq | perfdata.AttrSampleIDAll |
-			perfdata.AttrUseClockID | perfdata.AttrExcludeGuest,
-		ClockID: unix.CLOCK_MONOTONIC,
-	}
+	return s.b.EnableSamplers()
 }
 
-// samplerPerfAttr is the sampling event as go-perf opens it.
-func samplerPerfAttr(o *SampleOptions) *perf.Attr {
-	a := &perf.Attr{
-		Type:   perf.SoftwareEvent,
-		Config: uint64(perf.CPUClock),
-		SampleFormat: perf.SampleFormat{Identifier: true, IP: true, Tid: true, Time: true,
-			CPU: true, Period: true, Callchain: o.Callchain},
-		Options: perf.Options{Disabled: true, SampleIDAll: true, UseClockID: true, ExcludeGuest: true},
-		ClockID: unix.CLOCK_MONOTONIC,
+// StopSampling stops the sampling events: the stream then gets no more
+// samples, and a Flush returns what the rings hold in bounded time,
+// however fast they were filling. A recording's end starts here.
+func (s *Session) StopSampling() error {
+	if s.opts.Sample == nil {
+		return nil
 	}
-	freq := o.Freq
-	if freq == 0 {
-		freq = DefaultSampleFreq
-	}
-	a.SetSampleFreq(freq)
-	return a
+	return s.b.DisableSamplers()
 }
 
 // Attrs returns the attrs to write the stream under, with the ids its

@@ -70,7 +70,7 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	if opts.Pids, err = target.Processes(); err != nil {
 		return fail(stderr, err)
 	}
-	opts.Tids = target.Tids
+	opts.Tids, opts.Cgroup = target.Tids, target.Cgroup
 	var wopts synth.WriteOptions
 	if *out == "-" {
 		pipe := true
@@ -85,6 +85,7 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		}
 		defer cmd.Stop(workloadGrace)
 		opts.Pids = []int{cmd.Process.Pid}
+		opts.OnExec = true
 		opts.Done = cmd.Exited()
 		opts.Started = func() {
 			if err := cmd.Go(); err != nil {
@@ -141,7 +142,12 @@ func recordSummary(stderr io.Writer, st synth.ProfileStats) int {
 	fmt.Fprintf(stderr, "synth: recorded %d samples, %d mappings synthesized, %d live records, %d lost, %v\n",
 		s.Samples, st.Dump.Mappings, s.Live, s.Lost, st.Duration.Round(time.Millisecond))
 	if s.LiveLost > 0 {
-		fmt.Fprintf(stderr, "synth: warning: the kernel dropped %d records (samples or side-band); the output marks them with PERF_RECORD_LOST\n", s.LiveLost)
+		fmt.Fprintf(stderr, "synth: warning: the kernel dropped %d records (samples or side-band): the rings filled faster than synth read them;"+
+			" the output marks them with PERF_RECORD_LOST; lower -F or raise --ring-pages\n", s.LiveLost)
+	}
+	if s.Throttled > 0 {
+		fmt.Fprintf(stderr, "synth: warning: the kernel throttled sampling %d times (its interrupts took more than kernel.perf_cpu_time_max_percent);"+
+			" the output has the THROTTLE records; lower -F\n", s.Throttled)
 	}
 	if s.Lost > 0 {
 		fmt.Fprintf(stderr, "synth: %d records lost: the profile is incomplete (try a larger --ring-pages or a lower -F)\n", s.Lost)

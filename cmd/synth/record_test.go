@@ -49,6 +49,11 @@ func startSpin(t *testing.T, bin string) int {
 
 // interruptAfter runs cmd, sends it SIGINT after d (Ctrl-C), and
 // returns how it ended.
+// endBound is how long a recording may take to end after SIGINT: it
+// stops its events first, so even one whose rings overflow ends in a
+// bounded time. Generous: a loaded host may be slow to schedule it.
+const endBound = 15 * time.Second
+
 func interruptAfter(t *testing.T, d time.Duration, cmd *exec.Cmd) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
@@ -61,7 +66,16 @@ func interruptAfter(t *testing.T, d time.Duration, cmd *exec.Cmd) result {
 	}
 	time.Sleep(d)
 	cmd.Process.Signal(os.Interrupt)
-	err := cmd.Wait()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(endBound):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s did not end within %v of SIGINT", cmd, endBound)
+	}
 	r := result{stdout: stdout.String(), stderr: stderr.String()}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()

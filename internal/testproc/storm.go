@@ -14,8 +14,9 @@ import (
 // StartStorm compiles testdata/storm/storm.c and runs it with args
 // ("fork": children that exit at once, as fast as it can; "map N": N
 // threads that map, split and unmap executable memory) until the test
-// ends: load that makes the kernel report many live records.
-func StartStorm(t testing.TB, args ...string) {
+// ends: load that makes the kernel report many live records. It returns
+// the storm's pid.
+func StartStorm(t testing.TB, args ...string) int {
 	t.Helper()
 	_, err := exec.LookPath("gcc")
 	testenv.Need(t, err == nil, "gcc")
@@ -36,4 +37,5 @@ func StartStorm(t testing.TB, args ...string) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
+	return cmd.Process.Pid
 }

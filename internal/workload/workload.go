@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -23,6 +24,16 @@ const envExec = "SYNTH_WORKLOAD_EXEC"
 
 // goFD is the child's end of the go pipe.
 const goFD = 3
+
+// The workload execs on the main thread, the thread group leader: the
+// profiler opens its events on that task only, with inherit and
+// enable_on_exec, as perf record does for the child it forks, and an
+// exec from another thread would leave them on a task that exec ends.
+func init() {
+	if _, ok := os.LookupEnv(envExec); ok {
+		runtime.LockOSThread()
+	}
+}
 
 // Main becomes the workload when the binary was started by Start: it
 // waits for the go byte, then execs the command. It returns at once

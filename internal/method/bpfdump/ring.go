@@ -37,15 +37,30 @@ type RingConfig struct {
 	// non-executable mappings, NAMESPACES, CGROUP.
 	Records uint64
 	BuildID bool // live MMAP2 records in build-ID form
-	// Sampler, when set, is opened on every CPU with its output
-	// redirected into that CPU's side-band ring.
+	// Sampler, when set, is opened on every CPU, for the tasks Scope
+	// says, with its output redirected into that CPU's side-band ring.
 	Sampler *perf.Attr
+	Scope   SampleScope
 	// SampleType is the side-band events' sample_type, which sets the
 	// trailer of their records; 0: SidebandSampleType. A Session with
 	// a Sampler gives the side-band the sampler's, as perf gives its
 	// dummy event its main event's: every attr of a perf.data file
 	// then has one sample_type, which readers rely on.
 	SampleType uint64
+}
+
+// SampleScope says which tasks the sampler samples, as perf record opens
+// its events for a target. The zero value samples every task (-a).
+type SampleScope struct {
+	// Tasks, when set, has the sampler opened per task and per CPU:
+	// perf record -p, -t, -u and a command. A task that has exited by
+	// then is left out; Sampler.Inherit says whether children are
+	// sampled.
+	Tasks []int
+	// Cgroup, when set, is a cgroup directory: the sampler is opened
+	// per CPU for the tasks in that cgroup and below it
+	// (PERF_FLAG_PID_CGROUP), as perf record -G.
+	Cgroup *os.File
 }
 
 // outAttr is the attr of the BPF output events: they carry the records
@@ -142,26 +157,50 @@ func (r *rings) openCPU(cpu int, c *RingConfig, arr *ebpf.Map) error {
 	if c.Sampler == nil {
 		return nil
 	}
-	s, err := openSampler(c.Sampler, cpu, live)
-	if err != nil {
-		return err
-	}
-	r.samplers = append(r.samplers, s)
-	return nil
+	return r.openSamplers(c, cpu, live)
 }
 
-// openSampler opens the sampling event on one CPU with go-perf, and sends
+// openSamplers opens the sampler on one CPU for the tasks of c.Scope.
+func (r *rings) openSamplers(c *RingConfig, cpu int, live *perfring.Event) error {
+	switch sc := c.Scope; {
+	case sc.Cgroup != nil:
+		return r.openSampler(c.Sampler, int(sc.Cgroup.Fd()), cpu, unix.PERF_FLAG_PID_CGROUP, live)
+	case sc.Tasks != nil:
+		opened := len(r.samplers)
+		for _, tid := range sc.Tasks {
+			err := r.openSampler(c.Sampler, tid, cpu, 0, live)
+			if errors.Is(err, unix.ESRCH) {
+				continue // exited since it was listed
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if len(r.samplers) == opened {
+			return fmt.Errorf("open sampling event: %w", ErrNoTask)
+		}
+		return nil
+	}
+	return r.openSampler(c.Sampler, -1, cpu, 0, live)
+}
+
+// ErrNoTask says that every task a sampler was to be opened for has
+// exited.
+var ErrNoTask = errors.New("every target task has exited")
+
+// openSampler opens the sampling event on one CPU for task pid (-1: all;
+// with unix.PERF_FLAG_PID_CGROUP, pid is a cgroup's descriptor) with go-perf, and sends
 // its samples into the side-band ring live of that CPU. go-perf's
 // SetOutput redirects only into an event it opened itself, and the
 // side-band events need bits go-perf's Options lack (mmap2, build_id): the
 // redirection is an ioctl on the descriptors.
-func openSampler(a *perf.Attr, cpu int, live *perfring.Event) (*perf.Event, error) {
-	s, err := perf.Open(a, -1, cpu, nil)
+func (r *rings) openSampler(a *perf.Attr, pid, cpu, flags int, live *perfring.Event) error {
+	s, err := perf.OpenWithFlags(a, pid, cpu, nil, flags)
 	if errors.Is(err, os.ErrPermission) {
-		return nil, &PermissionError{Op: "perf_event_open", Err: err}
+		return &PermissionError{Op: "perf_event_open", Err: err}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open sampling event on cpu %d: %w", cpu, err)
+		return fmt.Errorf("open sampling event on cpu %d for %s: %w", cpu, samplerTarget(pid, flags), err)
 	}
 	fd, err := s.FD()
 	if err == nil {
@@ -169,9 +208,20 @@ func openSampler(a *perf.Attr, cpu int, live *perfring.Event) (*perf.Event, erro
 	}
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("redirect sampling event on cpu %d: %w", cpu, err)
+		return fmt.Errorf("redirect sampling event on cpu %d: %w", cpu, err)
 	}
-	return s, nil
+	r.samplers = append(r.samplers, s)
+	return nil
+}
+
+func samplerTarget(pid, flags int) string {
+	switch {
+	case flags&unix.PERF_FLAG_PID_CGROUP != 0:
+		return "its cgroup"
+	case pid == -1:
+		return "every task"
+	}
+	return fmt.Sprintf("task %d", pid)
 }
 
 // openEvent opens a on one CPU, for every thread.
@@ -210,10 +260,14 @@ func (r *rings) ids() (live, samplers []uint64) {
 	return live, samplers
 }
 
-// enableSamplers starts the samplers, opened disabled.
-func (r *rings) enableSamplers() error {
+// enableSamplers starts the samplers, opened disabled, or stops them.
+func (r *rings) enableSamplers(on bool) error {
 	for _, s := range r.samplers {
-		if err := s.Enable(); err != nil {
+		op := s.Disable
+		if on {
+			op = s.Enable
+		}
+		if err := op(); err != nil {
 			return err
 		}
 	}

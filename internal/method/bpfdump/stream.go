@@ -13,7 +13,11 @@ func (b *BPF) LiveFDs() []int { return b.rings.liveFDs() }
 func (b *BPF) IDs() (live, samplers []uint64) { return b.rings.ids() }
 
 // EnableSamplers starts the sampling events.
-func (b *BPF) EnableSamplers() error { return b.rings.enableSamplers() }
+func (b *BPF) EnableSamplers() error { return b.rings.enableSamplers(true) }
+
+// DisableSamplers stops the sampling events: the rings then receive no
+// more samples, and a drain empties them.
+func (b *BPF) DisableSamplers() error { return b.rings.enableSamplers(false) }
 
 // SetLive sets where the records of the rings that the programs did not
 // emit go: the kernel's live records and samples, in each CPU's order.

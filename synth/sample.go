@@ -1,0 +1,97 @@
+package synth
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	perf "github.com/elastic/go-perf"
+	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// sampleScope is where the sampler of o is opened, with the cgroup
+// directory it holds open until the events are.
+type sampleScope struct{ bpfdump.SampleScope }
+
+func (s sampleScope) Close() {
+	if s.Cgroup != nil {
+		s.Cgroup.Close()
+	}
+}
+
+func newSampleScope(o *SampleOptions) (sampleScope, error) {
+	switch {
+	case o.Cgroup != "" && o.Tasks != nil:
+		return sampleScope{}, errors.New("sample options: Tasks and Cgroup exclude each other")
+	case o.Cgroup == "":
+		return sampleScope{bpfdump.SampleScope{Tasks: o.Tasks}}, nil
+	}
+	cg, err := procfs.FindCgroupFS()
+	if err != nil {
+		return sampleScope{}, err
+	}
+	path := cg.Mount + "/" + strings.Trim(o.Cgroup, "/")
+	f, err := os.Open(path)
+	if err != nil {
+		return sampleScope{}, fmt.Errorf("cgroup %s: %w", o.Cgroup, err)
+	}
+	return sampleScope{bpfdump.SampleScope{Cgroup: f}}, nil
+}
+
+// samplerAttr describes, for perf.data, the sampling event that
+// samplerPerfAttr opens: a cpu-clock event at o.Freq on one CPU, for the
+// tasks o says. The two must agree bit for bit; synth record's tests decode
+// the samples with perf under this description (and fail when a bit
+// differs).
+func samplerAttr(o *SampleOptions) perfdata.Attr {
+	freq := o.Freq
+	if freq == 0 {
+		freq = DefaultSampleFreq
+	}
+	st := uint64(perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID |
+		perfdata.SampleTime | perfdata.SampleCPU | perfdata.SamplePeriod)
+	if o.Callchain {
+		st |= perfdata.SampleCallchain
+	}
+	flags := uint64(perfdata.AttrDisabled | perfdata.AttrFreq | perfdata.AttrSampleIDAll |
+		perfdata.AttrUseClockID | perfdata.AttrExcludeGuest)
+	if o.Inherit {
+		flags |= perfdata.AttrInherit
+	}
+	if o.OnExec {
+		flags |= perfdata.AttrEnableOnExec
+	}
+	return perfdata.Attr{
+		Type:         unix.PERF_TYPE_SOFTWARE,
+		Size:         perfdata.AttrSize,
+		Config:       unix.PERF_COUNT_SW_CPU_CLOCK,
+		SamplePeriod: freq,
+		SampleType:   st,
+		Flags:        flags,
+		ClockID:      unix.CLOCK_MONOTONIC,
+	}
+}
+
+// samplerPerfAttr is the sampling event as go-perf opens it.
+func samplerPerfAttr(o *SampleOptions) *perf.Attr {
+	a := &perf.Attr{
+		Type:   perf.SoftwareEvent,
+		Config: uint64(perf.CPUClock),
+		SampleFormat: perf.SampleFormat{Identifier: true, IP: true, Tid: true, Time: true,
+			CPU: true, Period: true, Callchain: o.Callchain},
+		Options: perf.Options{Disabled: true, SampleIDAll: true, UseClockID: true, ExcludeGuest: true,
+			Inherit: o.Inherit, EnableOnExec: o.OnExec},
+		ClockID: unix.CLOCK_MONOTONIC,
+	}
+	freq := o.Freq
+	if freq == 0 {
+		freq = DefaultSampleFreq
+	}
+	a.SetSampleFreq(freq)
+	return a
+}
