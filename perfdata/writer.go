@@ -130,6 +130,11 @@ func (w *Writer) eventDesc() Feature {
 // Pipe reports whether the writer is in pipe mode.
 func (w *Writer) Pipe() bool { return w.pipe }
 
+// Size returns how many bytes the file has so far, buffered ones
+// included: what it would take once closed, less the build IDs and
+// features Close adds.
+func (w *Writer) Size() int64 { return w.landed + int64(len(w.buf)) }
+
 // bufSize is how much the writer gathers before it writes.
 const bufSize = 256 << 10
 

@@ -110,6 +110,9 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 		if s.tracked != nil && rec.Type() != perfdata.RecordLost && !s.track(rec.Raw, pid) ||
 			s.tids != nil && rec.Kind == KindSample && !s.sampleOfTids(rec.Raw) {
 			s.stats.Filtered++
+			if rec.Kind == KindSample {
+				s.stats.FilteredSamples++
+			}
 			continue
 		}
 		s.count(rec)

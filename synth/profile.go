@@ -64,8 +64,12 @@ type ProfileOptions struct {
 // ProfileStats describe a profile.
 type ProfileStats struct {
 	Session  SessionStats
-	Dump     Stats         // the dump of the existing state
+	Dump     Stats         // the dump of the existing state (the last file's)
 	Duration time.Duration // from the rings' opening to the last record
+	Files    int           // files written: 1 unless the output switched
+	// SwitchStalls are, for each switch, the time from its ask to the
+	// end of the new file's dump.
+	SwitchStalls []time.Duration
 }
 
 // Profile samples the CPUs until ctx ends or opts.Done is closed, and
@@ -151,26 +155,8 @@ func (p *Profiler) Close() error { return p.s.Close() }
 
 // Run profiles as Profile does, and closes the session.
 func (p *Profiler) Run(ctx context.Context, out io.Writer, wopts WriteOptions) (ProfileStats, error) {
-	s, opts := p.s, p.opts
-	defer s.Close()
-	w, err := newPerfWriter(out, s.Attrs(), wopts)
-	if err != nil {
-		return ProfileStats{}, err
-	}
-	// The dump runs to its end even when the profile is stopped early:
-	// it takes a fraction of a second and the samples need it.
-	if err := s.Dump(context.WithoutCancel(ctx)); err != nil {
-		return ProfileStats{}, err
-	}
-	if opts.Started != nil {
-		opts.Started()
-	}
-	sw := &sampleSwitch{s: s, onExec: opts.OnExec}
-	defer sw.endOn(ctx, opts.Done)()
-	table := headerTables{bpf: bpfInfo{off: w.Pipe()}}
-	err = copyRecords(s, w, &table, sw.start)
-	err = finishPerfData(w, &table, p.so.Options, err)
-	return ProfileStats{Session: s.Stats(), Dump: s.LastDump(), Duration: time.Since(p.start)}, err
+	once := func() (io.Writer, func() error, error) { return out, func() error { return nil }, nil }
+	return p.RunSwitching(ctx, once, SwitchOptions{}, wopts)
 }
 
 // sampleSwitch starts a profile's sampling once the dump is written, and
@@ -181,6 +167,12 @@ type sampleSwitch struct {
 	onExec  bool // the kernel starts sampling at the workload's exec
 	mu      sync.Mutex
 	stopped bool
+}
+
+func (sw *sampleSwitch) isStopped() bool {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.stopped
 }
 
 func (sw *sampleSwitch) start() error {
@@ -217,8 +209,9 @@ func (sw *sampleSwitch) endOn(ctx context.Context, done <-chan struct{}) (wait f
 // dump's, then FINISHED_INIT, then the live records and samples, with a
 // FINISHED_ROUND each time the session has handed out all it had read
 // from the rings, as perf record ends each pass over its rings. It calls
-// dumped after the dump's records.
-func copyRecords(s *Session, w *perfdata.Writer, table *headerTables, dumped func() error) error {
+// dumped after the dump's records, and wrote with the file's size after
+// each batch.
+func copyRecords(s *Session, w *perfdata.Writer, table *headerTables, dumped func() error, wrote func(int64)) error {
 	var recs [readBatch]Record
 	inRound := false
 	for {
@@ -248,6 +241,7 @@ func copyRecords(s *Session, w *perfdata.Writer, table *headerTables, dumped fun
 				return err // says "write perf.data: ..."
 			}
 		}
+		wrote(w.Size())
 		if n < len(recs) && inRound {
 			if err := w.EndRound(); err != nil {
 				return err

@@ -127,7 +127,11 @@ type SessionStats struct {
 	// times the kernel stopped a sampler for a tick because its
 	// interrupts took more than kernel.perf_cpu_time_max_percent.
 	Throttled uint64
-	Filtered  uint64 // live records of processes outside Options.Pids
+	Filtered  uint64 // live records and samples of processes outside Options.Pids
+	// FilteredSamples are the samples among them: none when the sampler
+	// is opened on the target's tasks (SampleOptions.Tasks), unless a
+	// task left the target.
+	FilteredSamples uint64
 }
 
 // Session streams the records of a host, or of some processes: the state

@@ -242,8 +242,8 @@ func TestRecordInterrupt(t *testing.T) {
 }
 
 // -F above the kernel's limit is lowered to it, with a warning; below
-// it, it stands. Checked without recording: synth record samples every
-// CPU today, and at the kernel's limit that loads the whole host.
+// it, it stands. A recording of a short command at the limit samples the
+// command's task only: it ends at once, with the command's status.
 func TestRecordFreqLimit(t *testing.T) {
 	b, err := os.ReadFile(maxSampleRate)
 	if err != nil {
@@ -263,4 +263,28 @@ func TestRecordFreqLimit(t *testing.T) {
 	if got := limitFreq(limit-1, &stderr); got != limit-1 || stderr.Len() != 0 {
 		t.Errorf("-F %d became %d, stderr %q", limit-1, got, stderr.String())
 	}
+	testenv.Root(t)
+	out := filepath.Join(t.TempDir(), "perf.data")
+	start := time.Now()
+	r := runCmd(t, exec.Command(synthBin, "record", "-F", "1000000000", "-o", out, "--", "true"))
+	if took := time.Since(start); r.code != 0 || took > endBound {
+		t.Fatalf("synth record -F 1000000000 -- true: exit %d after %v: %s", r.code, took, r.stderr)
+	}
+	if !strings.Contains(r.stderr, fmt.Sprintf("sampling at %d Hz", limit)) {
+		t.Errorf("no warning: %s", r.stderr)
+	}
+	readable(t, "record at the limit", out)
+	t.Logf("synth record -F %d -- true took %v", limit, time.Since(start))
+}
+
+// A workload killed by a signal gives 128 plus the signal, as a shell
+// does, and a valid file.
+func TestRecordWorkloadKilled(t *testing.T) {
+	testenv.Root(t)
+	out := filepath.Join(t.TempDir(), "perf.data")
+	r := runCmd(t, exec.Command(synthBin, "record", "-o", out, "--", "sh", "-c", "kill -KILL $$"))
+	if r.code != 128+int(unix.SIGKILL) {
+		t.Errorf("exit %d, want %d; stderr %q", r.code, 128+int(unix.SIGKILL), r.stderr)
+	}
+	readable(t, "record of a killed command", out)
 }

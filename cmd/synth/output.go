@@ -81,10 +81,8 @@ func openOutput(path string, stdout *os.File, backup bool) (io.Writer, func() er
 		return stdout, func() error { return nil }, nil
 	}
 	if backup {
-		if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
-			if err := os.Rename(path, path+".old"); err != nil {
-				return nil, nil, fmt.Errorf("keep the previous output: %w", err)
-			}
+		if err := keepOld(path); err != nil {
+			return nil, nil, err
 		}
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -97,4 +95,15 @@ func openOutput(path string, stdout *os.File, backup bool) (io.Writer, func() er
 		}
 		return nil
 	}, nil
+}
+
+// keepOld renames a non-empty file at path to path.old, as perf record
+// keeps perf.data.old.
+func keepOld(path string) error {
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+		if err := os.Rename(path, path+".old"); err != nil {
+			return fmt.Errorf("keep the previous output: %w", err)
+		}
+	}
+	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,10 +36,14 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		cgroups   = fs.Bool("all-cgroups", false, "record CGROUP for every cgroup, as perf record --all-cgroups")
 		noBPF     = fs.Bool("no-bpf-event", false, "record no BPF_EVENT records (KSYMBOLs stay), as perf record --no-bpf-event")
 		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
+		maxFiles  = fs.Int("switch-max-files", 0, "with --switch-output, keep only the `N` newest files")
+		switchOut switchFlag
 	)
+	fs.Var(&switchOut, "switch-output", "close the output and start FILE.<timestamp> on SIGUSR2 (`signal`), once it holds SIZE (10M), or every TIME (30s);"+
+		" each file starts with a dump of the state")
 	tf := addTargetFlags(fs, "profile")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth record [-F HZ] [-a | -p PID,... | -t TID,... | -u USER | -G CGROUP] [-g] [-o FILE]\n                    [--namespaces] [--all-cgroups] [--no-bpf-event] [--no-buildid] [--ring-pages N] [-- CMD ARGS]")
+		fmt.Fprintln(stderr, "usage: synth record [-F HZ] [-a | -p PID,... | -t TID,... | -u USER | -G CGROUP] [-g] [-o FILE]\n                    [--namespaces] [--all-cgroups] [--no-bpf-event] [--no-buildid] [--ring-pages N]\n                    [--switch-output[=signal|SIZE|TIME] [--switch-max-files N]] [-- CMD ARGS]")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -60,6 +66,10 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		return usageError(stderr, "record: a target (-p, -t, -u, -G) takes no command")
 	case *freq == 0:
 		return usageError(stderr, "record: -F 0: want a frequency above 0")
+	case switchOut.set && *out == "-":
+		return usageError(stderr, "record: --switch-output writes files: not with -o -")
+	case *maxFiles < 0 || *maxFiles > 0 && !switchOut.set:
+		return usageError(stderr, "record: --switch-max-files N: want N >= 0, with --switch-output")
 	}
 	if *out == "-" {
 		if err := checkStdout(stdout); err != nil {
@@ -98,15 +108,7 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		return fail(stderr, err)
 	}
 	// Only now, with every check passed, is the output replaced.
-	w, closeOut, err := openOutput(*out, stdout, true)
-	if err != nil {
-		p.Close()
-		return fail(stderr, err)
-	}
-	st, err := p.Run(ctx, w, wopts)
-	if cerr := closeOut(); err == nil && cerr != nil {
-		err = cerr
-	}
+	st, err := runProfiler(ctx, p, *out, stdout, stderr, switchOut, *maxFiles, wopts)
 	code := exitOK
 	if cmd != nil {
 		code = workload.ExitCode(cmd.Stop(workloadGrace))
@@ -115,6 +117,37 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		return fail(stderr, err)
 	}
 	return max(code, recordSummary(stderr, st))
+}
+
+// runProfiler runs p into the -o file (or stdout), or into the files of
+// --switch-output, reporting each as perf record does.
+func runProfiler(ctx context.Context, p *synth.Profiler, out string, stdout *os.File, stderr io.Writer,
+	sw switchFlag, maxFiles int, wopts synth.WriteOptions) (synth.ProfileStats, error) {
+	if !sw.set {
+		w, closeOut, err := openOutput(out, stdout, true)
+		if err != nil {
+			p.Close()
+			return synth.ProfileStats{}, err
+		}
+		st, err := p.Run(ctx, w, wopts)
+		if cerr := closeOut(); err == nil && cerr != nil {
+			err = cerr
+		}
+		return st, err
+	}
+	if err := keepOld(out); err != nil {
+		p.Close()
+		return synth.ProfileStats{}, err
+	}
+	sig := make(chan os.Signal, 1)
+	if sw.signal {
+		signal.Notify(sig, syscall.SIGUSR2)
+		defer signal.Stop(sig)
+	}
+	files := synth.TimestampedFiles(out, maxFiles, func(name string) {
+		fmt.Fprintf(stderr, "synth: wrote %s\n", name)
+	})
+	return p.RunSwitching(ctx, files, sw.options(sig), wopts)
 }
 
 // maxSampleRate is the kernel's limit on sampling frequencies.
@@ -141,6 +174,10 @@ func recordSummary(stderr io.Writer, st synth.ProfileStats) int {
 	s := st.Session
 	fmt.Fprintf(stderr, "synth: recorded %d samples, %d mappings synthesized, %d live records, %d lost, %v\n",
 		s.Samples, st.Dump.Mappings, s.Live, s.Lost, st.Duration.Round(time.Millisecond))
+	if n := len(st.SwitchStalls); n > 0 {
+		fmt.Fprintf(stderr, "synth: %d files, %d switches; each switch's dump took at most %v (mean %v)\n",
+			st.Files, n, slices.Max(st.SwitchStalls).Round(time.Microsecond), mean(st.SwitchStalls).Round(time.Microsecond))
+	}
 	if s.LiveLost > 0 {
 		fmt.Fprintf(stderr, "synth: warning: the kernel dropped %d records (samples or side-band): the rings filled faster than synth read them;"+
 			" the output marks them with PERF_RECORD_LOST; lower -F or raise --ring-pages\n", s.LiveLost)
@@ -154,6 +191,14 @@ func recordSummary(stderr io.Writer, st synth.ProfileStats) int {
 		return exitError
 	}
 	return exitOK
+}
+
+func mean(ds []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(len(ds))
 }
 
 // startFailed reports a workload that could not be started, and returns

@@ -203,3 +203,52 @@ func waitExec(t *testing.T, pids []int, comm string) {
 		}
 	}
 }
+
+// record -G samples with a cgroup event: the spinner moved into the
+// cgroup is sampled, the one outside is not.
+func TestRecordCgroup(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	cg, err := procfs.FindCgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "synth-rec-" + strconv.Itoa(os.Getpid())
+	dir := filepath.Join(cg.Mount, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for range 2 {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		pids = append(pids, cmd.Process.Pid)
+	}
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(cg.Mount, "cgroup.procs"), []byte(strconv.Itoa(pids[0])), 0)
+		os.Remove(dir)
+	})
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pids[0])), 0); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "perf.data")
+	r := interruptAfter(t, 1500*time.Millisecond, exec.Command(synthBin, "record", "-G", "/"+name, "-F", "999", "-o", out))
+	checkRecordSummary(t, r)
+	cmd := exec.Command(perf, "script", "-i", out, "-F", "pid")
+	cmd.Env = perfEnv(t)
+	rs := runCmd(t, cmd)
+	if rs.code != 0 {
+		t.Fatalf("perf script: exit %d: %s", rs.code, rs.stderr)
+	}
+	count := map[int]int{}
+	for _, f := range strings.Fields(rs.stdout) {
+		pid, _ := strconv.Atoi(f)
+		count[pid]++
+	}
+	if count[pids[0]] < 100 || len(count) != 1 {
+		t.Errorf("samples by process %v: want them all of %d, in the cgroup", count, pids[0])
+	}
+}
