@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,14 +17,16 @@ import (
 	"github.com/synth-dev/synth/synth"
 )
 
-// spinner starts a shell loop that spins on a CPU until the test ends.
+// spinner starts a shell script that spins on a CPU until the test
+// ends, in a process group of its own that ends with it.
 func spinner(t *testing.T, script string) int {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
 	return cmd.Process.Pid
 }
 
