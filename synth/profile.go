@@ -13,8 +13,6 @@ import (
 
 	"github.com/synth-dev/synth/internal/method/bpfdump"
 	"github.com/synth-dev/synth/internal/procfs"
-
-	"github.com/synth-dev/synth/perfdata"
 )
 
 // ProfileOptions configure Profile, a minimal perf record built on a
@@ -203,50 +201,4 @@ func (sw *sampleSwitch) endOn(ctx context.Context, done <-chan struct{}) (wait f
 		sw.s.Flush()
 	}()
 	return func() { close(finished); <-ended }
-}
-
-// copyRecords writes the session's records until it is flushed: the
-// dump's, then FINISHED_INIT, then the live records and samples, with a
-// FINISHED_ROUND each time the session has handed out all it had read
-// from the rings, as perf record ends each pass over its rings. It calls
-// dumped after the dump's records, and wrote with the file's size after
-// each batch.
-func copyRecords(s *Session, w *perfdata.Writer, table *headerTables, dumped func() error, wrote func(int64)) error {
-	var recs [readBatch]Record
-	inRound := false
-	for {
-		n, err := s.ReadBatch(recs[:])
-		if errors.Is(err, ErrFlushed) {
-			if inRound {
-				return w.EndRound()
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for _, rec := range recs[:n] {
-			if rec.Kind == KindDumpEnd {
-				if err := w.EndInit(); err != nil {
-					return err
-				}
-				if err := dumped(); err != nil {
-					return fmt.Errorf("start sampling: %w", err)
-				}
-				continue
-			}
-			inRound = inRound || rec.Kind != KindSynthesized
-			table.add(rec.Raw)
-			if err := w.WriteRecord(rec.Raw); err != nil {
-				return err // says "write perf.data: ..."
-			}
-		}
-		wrote(w.Size())
-		if n < len(recs) && inRound {
-			if err := w.EndRound(); err != nil {
-				return err
-			}
-			inRound = false
-		}
-	}
 }

@@ -19,9 +19,9 @@ import (
 
 // spinner starts a shell script that spins on a CPU until the test
 // ends, in a process group of its own that ends with it.
-func spinner(t *testing.T, script string) int {
+func spinner(t *testing.T, script string, args ...string) int {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", script)
+	cmd := exec.Command("sh", append([]string{"-c", script}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -73,15 +73,20 @@ func profile(t *testing.T, opts synth.ProfileOptions, d time.Duration) (synth.Pr
 // task is interrupted, so none has a sample to drop. One of some threads
 // (perf record -t) samples these threads only, and not their children.
 func TestProfileSamplesTargetOnly(t *testing.T) {
-	// The target forks a spinning child after the profile starts.
-	target := spinner(t, "sleep 0.5; while :; do :; done & while :; do :; done")
+	// The target forks a spinning child once the profile has started.
+	goFile := filepath.Join(t.TempDir(), "go")
+	target := spinner(t, `while [ ! -e "$0" ]; do sleep 0.05; done; while :; do :; done & while :; do :; done`, goFile)
 	other := spinner(t, "while :; do :; done")
-	time.Sleep(100 * time.Millisecond)
+	started := func() {
+		if err := os.WriteFile(goFile, nil, 0o600); err != nil {
+			t.Error(err)
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		opts synth.ProfileOptions
 	}{
-		{"pids", synth.ProfileOptions{Pids: []int{target}, Freq: 999}},
+		{"pids", synth.ProfileOptions{Pids: []int{target}, Freq: 999, Started: started}},
 		{"tids", synth.ProfileOptions{Pids: []int{target}, Tids: []int{target}, Freq: 999}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

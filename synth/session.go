@@ -253,6 +253,9 @@ func (s *Session) init(rc bpfdump.RingConfig) error {
 // StartSampling starts the sampling events, opened stopped
 // (SampleOptions.Stopped) or stopped by StopSampling.
 func (s *Session) StartSampling() error {
+	if s.closed.Load() {
+		return os.ErrClosed
+	}
 	if s.opts.Sample == nil {
 		return nil
 	}
@@ -263,6 +266,9 @@ func (s *Session) StartSampling() error {
 // samples, and a Flush returns what the rings hold in bounded time,
 // however fast they were filling. A recording's end starts here.
 func (s *Session) StopSampling() error {
+	if s.closed.Load() {
+		return os.ErrClosed
+	}
 	if s.opts.Sample == nil {
 		return nil
 	}

@@ -3,7 +3,6 @@ package synth
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -43,7 +42,7 @@ type switcher struct {
 	made   time.Time
 	stalls []time.Duration // from each switch's ask to its dump's end
 	quit   chan struct{}
-	done   sync.WaitGroup
+	wg     sync.WaitGroup
 }
 
 func startSwitcher(s *Session, o SwitchOptions) *switcher {
@@ -56,9 +55,9 @@ func startSwitcher(s *Session, o SwitchOptions) *switcher {
 	if o.Signal == nil && tick == nil {
 		return sw
 	}
-	sw.done.Add(1)
+	sw.wg.Add(1)
 	go func() {
-		defer sw.done.Done()
+		defer sw.wg.Done()
 		for {
 			select {
 			case <-o.Signal:
@@ -82,21 +81,24 @@ func (sw *switcher) ask() {
 	}
 }
 
-// wrote asks for a switch once a file has reached the size.
+// wrote asks for a switch once a file has reached the size, its dump
+// left out.
 func (sw *switcher) wrote(size int64) {
 	if sw.size > 0 && size >= sw.size {
 		sw.ask()
 	}
 }
 
-// begin starts the switch asked for: the file it ended is closed. A
-// switch may be asked for again from now on.
+// begin starts the switch asked for.
 func (sw *switcher) begin() {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	sw.making, sw.made = true, sw.at
-	sw.asked.Store(false)
 }
+
+// done ends a switch: its old file is closed. Asks made meanwhile were
+// for it; a switch may be asked for again from now on.
+func (sw *switcher) done() { sw.asked.Store(false) }
 
 // dumped ends a switch: the new file's dump is written.
 func (sw *switcher) dumped() {
@@ -110,7 +112,7 @@ func (sw *switcher) dumped() {
 
 func (sw *switcher) stop() {
 	close(sw.quit)
-	sw.done.Wait()
+	sw.wg.Wait()
 	if sw.ticker != nil {
 		sw.ticker.Stop()
 	}
@@ -125,7 +127,11 @@ func (sw *switcher) stallTimes() []time.Duration {
 // RunSwitching profiles as Run does into the files next opens, one after
 // the other, switching as o says. Each file starts with a dump of the
 // state at its start, so that each reads alone: perf report of any of
-// them attributes its samples. An error of one file ends the profile.
+// them attributes its samples. At a switch the new file's dump runs while
+// the old file takes the samples: it ends when that dump does, and the
+// side-band records of the dump's time go to both, so that no sample
+// lands in a file that lacks its mapping. An error of one file ends the
+// profile; what was written stays readable.
 func (p *Profiler) RunSwitching(ctx context.Context, next Output, o SwitchOptions, wopts WriteOptions) (ProfileStats, error) {
 	s := p.s
 	defer s.Close()
@@ -136,48 +142,8 @@ func (p *Profiler) RunSwitching(ctx context.Context, next Output, o SwitchOption
 	defer end.endOn(ctx, p.opts.Done)()
 	sw := startSwitcher(s, o)
 	defer sw.stop()
-	for files := 1; ; files++ {
-		err := p.writeFile(ctx, next, wopts, end, sw, files == 1)
-		if err != nil || end.isStopped() || !o.active() {
-			return ProfileStats{Session: s.Stats(), Dump: s.LastDump(), Duration: time.Since(p.start),
-				Files: files, SwitchStalls: sw.stallTimes()}, err
-		}
-		sw.begin()
-	}
-}
-
-// writeFile writes one file of a profile: a dump, then the records until
-// the session is flushed.
-func (p *Profiler) writeFile(ctx context.Context, next Output, wopts WriteOptions, end *sampleSwitch, sw *switcher, first bool) error {
-	out, closeOut, err := next()
-	if err != nil {
-		return err
-	}
-	err = p.writeRecords(ctx, out, wopts, end, sw, first)
-	if cerr := closeOut(); err == nil && cerr != nil {
-		err = fmt.Errorf("close output: %w", cerr)
-	}
-	return err
-}
-
-func (p *Profiler) writeRecords(ctx context.Context, out io.Writer, wopts WriteOptions, end *sampleSwitch, sw *switcher, first bool) error {
-	s := p.s
-	w, err := newPerfWriter(out, s.Attrs(), wopts)
-	if err != nil {
-		return err
-	}
-	// The dump runs to its end even when the profile is stopped early:
-	// it takes a fraction of a second and the samples need it.
-	if err := s.Dump(context.WithoutCancel(ctx)); err != nil {
-		return err
-	}
-	if first && p.opts.Started != nil {
-		p.opts.Started()
-	}
-	table := headerTables{bpf: bpfInfo{off: w.Pipe()}}
-	err = copyRecords(s, w, &table, func() error {
-		sw.dumped()
-		return end.start()
-	}, sw.wrote)
-	return finishPerfData(w, &table, p.so.Options, err)
+	r := &profRun{p: p, ctx: ctx, next: next, wopts: wopts, end: end, sw: sw}
+	err := r.run()
+	return ProfileStats{Session: s.Stats(), Dump: s.LastDump(), Duration: time.Since(p.start),
+		Files: r.files, SwitchStalls: sw.stallTimes()}, err
 }

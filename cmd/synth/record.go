@@ -68,6 +68,8 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		return usageError(stderr, "record: -F 0: want a frequency above 0")
 	case switchOut.set && *out == "-":
 		return usageError(stderr, "record: --switch-output writes files: not with -o -")
+	case switchOut.set && !regularOrNew(*out):
+		return usageError(stderr, "record: --switch-output renames -o %s: want a regular file or a new name", *out)
 	case *maxFiles < 0 || *maxFiles > 0 && !switchOut.set:
 		return usageError(stderr, "record: --switch-max-files N: want N >= 0, with --switch-output")
 	}
@@ -139,11 +141,11 @@ func runProfiler(ctx context.Context, p *synth.Profiler, out string, stdout *os.
 		p.Close()
 		return synth.ProfileStats{}, err
 	}
+	// SIGUSR2 switches in signal mode, and is ignored in the others,
+	// as perf ignores it: it must not kill a recording.
 	sig := make(chan os.Signal, 1)
-	if sw.signal {
-		signal.Notify(sig, syscall.SIGUSR2)
-		defer signal.Stop(sig)
-	}
+	signal.Notify(sig, syscall.SIGUSR2)
+	defer signal.Stop(sig)
 	files := synth.TimestampedFiles(out, maxFiles, func(name string) {
 		fmt.Fprintf(stderr, "synth: wrote %s\n", name)
 	})
@@ -191,6 +193,12 @@ func recordSummary(stderr io.Writer, st synth.ProfileStats) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// regularOrNew reports whether path names a regular file or nothing.
+func regularOrNew(path string) bool {
+	st, err := os.Lstat(path)
+	return errors.Is(err, fs.ErrNotExist) || err == nil && st.Mode().IsRegular()
 }
 
 func mean(ds []time.Duration) time.Duration {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"time"
@@ -53,19 +54,26 @@ func (f *switchFlag) Set(v string) error {
 	if err != nil || n <= 0 {
 		return fmt.Errorf("want signal, a size (10M) or a time (30s), not %q", v)
 	}
-	if m, ok := sizeUnits[unit]; ok {
+	if m, ok := sizeUnits[unit]; ok && n <= math.MaxInt64/m {
 		f.size = n * m
 		return nil
 	}
-	if d, ok := timeUnits[unit]; ok {
+	if d, ok := timeUnits[unit]; ok && n <= math.MaxInt64/int64(d) {
 		f.every = time.Duration(n) * d
 		return nil
+	}
+	if _, ok := sizeUnits[unit]; ok {
+		return fmt.Errorf("%q: too large", v)
+	}
+	if _, ok := timeUnits[unit]; ok {
+		return fmt.Errorf("%q: too long", v)
 	}
 	return fmt.Errorf("%q: a size ends in B, K, M or G, a time in s, m, h or d", v)
 }
 
 // options maps the flag onto the library's, with sig the channel
-// SIGUSR2 is delivered to.
+// SIGUSR2 is delivered to: in a mode other than signal, what it receives
+// is dropped.
 func (f *switchFlag) options(sig chan os.Signal) synth.SwitchOptions {
 	o := synth.SwitchOptions{Size: f.size, Every: f.every}
 	if f.signal {
