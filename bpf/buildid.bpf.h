@@ -18,8 +18,12 @@
 #define SYNTH_BUILDID_BPF_H
 
 
+/* An LRU hash: a session that runs for weeks on a host that keeps
+ * deploying new binaries sees more files than it can hold, and an update
+ * of a full HASH fails. Here the least recently looked-up file makes
+ * room; one evicted is a miss, noted pending and read again. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct synth_file_key);
 	__type(value, struct synth_build_id);
@@ -93,7 +97,9 @@ static __always_inline void file_key(struct file *file, struct synth_file_key *k
 }
 
 /* Note a file for userspace, with the mapping [start, end) of process
- * pid; the first mapping noted for a file stays. */
+ * pid; the first mapping noted for a file stays. A full map notes no
+ * more: those files are written without a build ID this time, and noted
+ * by the next dump. */
 static __always_inline void pend(struct synth_file_key *k, __u32 pid, __u64 start, __u64 end)
 {
 	struct synth_pending p = { .start = start, .end = end, .pid = pid };

@@ -217,5 +217,8 @@ type Stats struct {
 	// filesystems): their mappings are identified by maj/min/ino, and a
 	// later dump tries again.
 	BuildIDTimeouts int
-	Cached          int // files in the build-ID cache with a build ID
+	// BuildIDsUncached are files read whose build ID the cache did not
+	// take: a miss, read again by a later dump.
+	BuildIDsUncached int
+	Cached           int // files in the build-ID cache with a build ID
 }

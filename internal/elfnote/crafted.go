@@ -47,6 +47,12 @@ func Crafted() map[string][]byte {
 	}
 }
 
+// Good returns a one-page ELF file like Crafted()["good"] whose build ID
+// is id: many files with distinct IDs, for tests of a cache.
+func Good(id []byte) []byte {
+	return build(le64, 4096, sg(ptNote, 0x100, note(3, "GNU\x00", id, 4), 4))
+}
+
 // CraftedID returns the build ID of Crafted()[name], or nil.
 func CraftedID(name string) []byte {
 	switch name {

@@ -67,10 +67,13 @@ func (b *BPF) resolvePending(d *dump.Assembler, others func(fileIdent) []buildid
 		}
 		d.Stats.FilesRead++
 		if !res.Volatile {
+			// The cache is an LRU: a put makes room. One that fails
+			// all the same is a miss: the next dump reads the file
+			// again, and this one has its ID from found.
 			id := synthbpf.SynthSynthBuildId{Size: uint8(len(res.ID))}
 			copy(id.Id[:], res.ID)
-			if err := b.objs.BuildIds.Put(&j.key, &id); err != nil {
-				return nil, fmt.Errorf("cache build id: %w", err)
+			if b.objs.BuildIds.Put(&j.key, &id) != nil {
+				d.Stats.BuildIDsUncached++
 			}
 		}
 		if len(res.ID) > 0 {
