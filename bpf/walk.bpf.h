@@ -266,8 +266,10 @@ static __always_inline bool walk_emit(struct walk *c, struct vm_area_struct *vma
 		lf->prev = (__u64)fp;
 		r->pgoff = vma->vm_pgoff << PAGE_SHIFT;
 		fill_ident(r, &lf->key, &lf->id);
-		n = lf->len & (SYNTH_PATH_MAX - 1);
-		if (!n)
+		/* A bound, not a mask: a path of 4095 bytes and its NUL
+		 * fill the buffer, and len & 4095 made that 0. */
+		n = lf->len;
+		if (n < 1 || n > SYNTH_PATH_MAX)
 			return false;
 		bpf_probe_read_kernel(r->filename, n, lf->path);
 	} else {

@@ -41,6 +41,27 @@ func TestWalksAgree(t *testing.T) {
 	t.Logf("%d processes compared; maple: %+v", checked, maple.stats)
 }
 
+// A mapping of a file whose path is 4095 bytes, the longest there is, is
+// walked like any other: the maple walk holds (it once took the path and
+// its NUL, 4096 bytes, for none, and fell back for every such process).
+func TestWalkMaxPath(t *testing.T) {
+	needMaple(t)
+	p := testproc.StartT(t, testproc.Spec{MaxPath: true})
+	b, err := synth.NewBPF(synth.Options{Pids: []int{p.Pid}, Walk: synth.WalkMaple})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	d, st := dumpPid(t, b, p.Pid)
+	if st.WalksInvalid != 0 {
+		t.Errorf("%d walks did not hold, want 0", st.WalksInvalid)
+	}
+	if got := byPath(d.of(p.Pid), ".so"); len(got) != 1 || len(got[0].path) != 4095 {
+		t.Errorf("records of the 4095-byte path: %v", got)
+	}
+	checkProc(t, p, d, false)
+}
+
 // A walk that fails validation is thrown away and the process is read
 // again with the iterator: the dump stays exact, and says so.
 func TestWalkFallback(t *testing.T) {

@@ -103,6 +103,7 @@ func (c *child) setUp() error {
 		fn func() error
 	}{
 		{s.LongPath, c.longPath},
+		{s.MaxPath, c.maxPath},
 		{s.SpacePath, func() error {
 			return c.mapFile(filepath.Join(s.Dir, "dir with spaces", "lib with spaces.so"), 4, unix.PROT_READ|unix.PROT_EXEC, false)
 		}},
@@ -185,6 +186,20 @@ func (c *child) longPath() error {
 	}
 	c.files = append(c.files, path)
 	return nil
+}
+
+// maxPath maps a file whose absolute path is 4095 bytes long: with its
+// NUL, the most d_path and PATH_MAX allow.
+func (c *child) maxPath() error {
+	dir := c.spec.Dir
+	for rem := 4095 - len(dir) - 1; rem > 255; rem = 4095 - len(dir) - 1 {
+		dir = filepath.Join(dir, strings.Repeat("p", min(200, rem-1-60)))
+	}
+	path := filepath.Join(dir, strings.Repeat("m", 4095-len(dir)-1-3)+".so")
+	if len(path) != 4095 {
+		return fmt.Errorf("max path: %d bytes, want 4095", len(path))
+	}
+	return c.mapFile(path, 1, unix.PROT_READ|unix.PROT_EXEC, false)
 }
 
 func (c *child) deleted() error {

@@ -30,6 +30,7 @@ const envSpec = "SYNTH_TESTPROC"
 type Spec struct {
 	Dir       string    // where its files go (StartT uses t.TempDir())
 	LongPath  bool      // r-x file, path > 300 characters, at pgoff 0 and 1 page
+	MaxPath   bool      // r-x file whose path is 4095 bytes, the longest there is
 	SpacePath bool      // r-x file whose path holds spaces
 	Deleted   bool      // r-x file unlinked after mapping it
 	Memfd     bool      // r-x MAP_SHARED memfd "synth-test"
