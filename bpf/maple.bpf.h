@@ -69,6 +69,8 @@ struct mw_state {
 	__u32 tgid, tid;
 	__u32 bytes;    /* put into the batch for this task */
 	__u32 status;   /* SYNTH_WALK_*, 0 while walking */
+	__u32 seq;      /* mm_lock_seq when the walk began */
+	__u32 map_count; /* mm->map_count, read while the walk held */
 	__u32 pad;
 };
 

@@ -51,17 +51,19 @@ type SynthMwState struct {
 		Type uint32
 		Pad  uint32
 	}
-	Mm      uint64
-	Now     uint64
-	PrevEnd uint64
-	Count   uint64
-	Resume  uint64
-	Depth   uint32
-	Tgid    uint32
-	Tid     uint32
-	Bytes   uint32
-	Status  uint32
-	Pad     uint32
+	Mm       uint64
+	Now      uint64
+	PrevEnd  uint64
+	Count    uint64
+	Resume   uint64
+	Depth    uint32
+	Tgid     uint32
+	Tid      uint32
+	Bytes    uint32
+	Status   uint32
+	Seq      uint32
+	MapCount uint32
+	Pad      uint32
 }
 
 type SynthResumeAt struct {
@@ -69,6 +71,9 @@ type SynthResumeAt struct {
 	Gen   uint64
 	Addr  uint64
 	Count uint64
+	Mm    uint64
+	Seq   uint32
+	Pad   uint32
 }
 
 type SynthSynthBuildId struct {

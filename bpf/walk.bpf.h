@@ -78,11 +78,16 @@ struct {
 	__type(value, struct last_file);
 } last_files SEC(".maps");
 
-/* tgid -> where its walk goes on, between chunks. */
+/* tgid -> where its walk goes on, between chunks. The next chunk must
+ * find the same mm at the same mm_lock_seq: then no writer ran between
+ * the chunks, and they are one snapshot. */
 struct resume_at {
 	__u64 gen;
 	__u64 addr;
 	__u64 count; /* VMAs walked by the chunks before */
+	__u64 mm;
+	__u32 seq;
+	__u32 pad;
 };
 
 struct {
@@ -91,6 +96,8 @@ struct {
 	__type(key, __u32);
 	__type(value, struct resume_at);
 } resumes SEC(".maps");
+
+#define PF_KTHREAD 0x00200000 /* include/linux/sched.h */
 
 /* Set by userspace. */
 volatile __u32 chunk_limit = 1 << 16; /* ring bytes one task may emit */
@@ -319,12 +326,31 @@ static __always_inline long walk_one(struct walk *c, __u64 entry)
 	return 0;
 }
 
+static __always_inline __u32 lock_seq(struct mm_struct *mm)
+{
+	return *(volatile __u32 *)&mm->mm_lock_seq.sequence;
+}
+
+/* Steps between two looks at mm_lock_seq while walking: a writer that
+ * changed the tree ends the walk within this many steps, not after up to
+ * MW_MAX_STEPS under RCU. */
+#define WALK_SEQ_EVERY 256
+
 /* One step of the walk: a slot of the current node. */
 static long walk_step(__u64 i, struct walk *c)
 {
 	struct mw_frame *f = mw_frame(c->w, c->w->depth);
+	struct mm_struct *mm;
 	__u32 s;
 	__u64 entry;
+
+	if (walk_provable() && (i & (WALK_SEQ_EVERY - 1)) == WALK_SEQ_EVERY - 1) {
+		mm = bpf_rdonly_cast((void *)c->w->mm, bpf_core_type_id_kernel(struct mm_struct));
+		if (lock_seq(mm) != c->w->seq) {
+			c->w->status = SYNTH_WALK_INVALID;
+			return 1;
+		}
+	}
 
 	if (f->slot > f->end) {
 		if (!c->w->depth) {
@@ -346,11 +372,6 @@ static long walk_step(__u64 i, struct walk *c)
 	return 0;
 }
 
-static __always_inline __u32 lock_seq(struct mm_struct *mm)
-{
-	return *(volatile __u32 *)&mm->mm_lock_seq.sequence;
-}
-
 /* Walks the VMAs of mm from c->w->prev_end, and returns the walk's
  * status: SYNTH_WALK_DONE or SYNTH_WALK_MORE only when the walk holds
  * (see maple.bpf.h). */
@@ -367,6 +388,7 @@ static __always_inline __u32 walk_mm(struct walk *c, struct mm_struct *mm)
 	seq1 = lock_seq(mm);
 	if (seq1 & 1)
 		return SYNTH_WALK_INVALID; /* write-locked */
+	c->w->seq = seq1;
 	c->w->status = SYNTH_WALK_INVALID;
 	root = (__u64)mm->mm_mt.ma_root;
 	if (!root) {
@@ -379,6 +401,9 @@ static __always_inline __u32 walk_mm(struct walk *c, struct mm_struct *mm)
 			bpf_loop(MW_MAX_STEPS, walk_step, c, 0);
 		}
 	}
+	/* Inside the window the sequence proves: a writer after it
+	 * changes the count, not the walk. */
+	c->w->map_count = mm->map_count;
 	seq2 = lock_seq(mm);
 	if (seq1 != seq2 || !c->w->status)
 		return SYNTH_WALK_INVALID;
@@ -386,42 +411,59 @@ static __always_inline __u32 walk_mm(struct walk *c, struct mm_struct *mm)
 }
 
 /* Walks the VMAs of task's process, from where an earlier chunk stopped
- * in resume mode, and emits the closing struct synth_walk. */
+ * in resume mode, and emits the closing struct synth_walk: every walk
+ * asked for ends in one, INVALID when it cannot be proved whole. */
 static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 {
 	struct resume_at *ra = NULL, next = {};
 	struct synth_walk *m;
 	__u64 before = 0;
 
-	if (resume_mode) {
-		ra = bpf_map_lookup_elem(&resumes, &c->w->tgid);
-		if (!ra || ra->gen != synth_gen)
-			return;
-		c->w->prev_end = ra->addr;
-		before = ra->count;
-	}
 	c->lf->file = 0;
 	c->lf->prev = 0;
 	c->w->mm = (__u64)mm;
 	c->w->now = bpf_ktime_get_ns();
+	if (resume_mode) {
+		ra = bpf_map_lookup_elem(&resumes, &c->w->tgid);
+		if (!ra || ra->gen != synth_gen || ra->mm != (__u64)mm) {
+			/* The chunks before are not provably of this walk:
+			 * userspace reads the process again. */
+			c->w->status = SYNTH_WALK_INVALID;
+			goto report;
+		}
+		c->w->prev_end = ra->addr;
+		before = ra->count;
+	}
 	c->w->status = walk_mm(c, mm);
 	c->w->count += before;
+	/* One snapshot across chunks: no writer since the last one. */
+	if (ra && c->w->seq != ra->seq)
+		c->w->status = SYNTH_WALK_INVALID;
+	/* The task's mm is not pinned: it must still be the mm walked (an
+	 * mm freed meanwhile and reused would pass every check above). */
+	if (*(volatile __u64 *)&c->task->mm != (__u64)mm)
+		c->w->status = SYNTH_WALK_INVALID;
 	if (c->w->tgid == fail_tgid)
 		c->w->status = SYNTH_WALK_INVALID;
-	if (c->w->status == SYNTH_WALK_DONE && c->w->count != mm->map_count)
+	if (c->w->status == SYNTH_WALK_DONE && c->w->count != c->w->map_count)
 		c->w->status = SYNTH_WALK_INVALID;
-	if (c->w->status == SYNTH_WALK_INVALID)
-		__sync_fetch_and_add(&walks_invalid, 1);
 	if (!c->b) /* the floor */
-		return;
+		goto count;
 	if (c->w->status == SYNTH_WALK_MORE) {
 		next.gen = synth_gen;
 		next.addr = c->w->resume;
 		next.count = c->w->count;
-		bpf_map_update_elem(&resumes, &c->w->tgid, &next, BPF_ANY);
+		next.mm = (__u64)mm;
+		next.seq = c->w->seq;
+		/* A chunk whose sequel has nowhere to resume is no walk. */
+		if (bpf_map_update_elem(&resumes, &c->w->tgid, &next, BPF_ANY))
+			c->w->status = SYNTH_WALK_INVALID;
 	} else if (ra) {
 		bpf_map_delete_elem(&resumes, &c->w->tgid);
 	}
+report:
+	if (!c->b)
+		goto count;
 	m = batch_at(c->b);
 	m->header.type = SYNTH_RECORD_WALK;
 	m->header.misc = 0;
@@ -431,9 +473,12 @@ static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 	m->status = c->w->status;
 	m->pad = 0;
 	m->count = c->w->count;
-	m->map_count = mm->map_count;
+	m->map_count = c->w->map_count;
 	m->resume = c->w->resume;
 	batch_commit(c->ctx, c->seq, c->b, &m->h, c->w->now, sizeof(*m));
+count:
+	if (c->w->status == SYNTH_WALK_INVALID)
+		__sync_fetch_and_add(&walks_invalid, 1);
 }
 
 /* FORK, NAMESPACES (on request) and COMM of a task, into the batch. */
@@ -480,6 +525,8 @@ static __always_inline bool walk_init(struct walk *c, struct task_struct *task)
 		return false;
 	c->w = w;
 	c->task = task;
+	w->map_count = 0;
+	w->seq = 0;
 	w->tgid = task->tgid;
 	w->tid = task->pid;
 	w->now = bpf_ktime_get_ns();
@@ -510,7 +557,9 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	if (!resume_mode)
 		walk_task_records(&c, task);
 	mm = task->mm;
-	if (mm && reports_vmas(task))
+	/* A kernel thread has an mm only inside kthread_use_mm(): another
+	 * process's, which get_task_mm() does not report for it either. */
+	if (mm && !(task->flags & PF_KTHREAD) && reports_vmas(task))
 		walk_process(&c, mm);
 	return 0;
 }
@@ -527,7 +576,7 @@ int walk_maple(struct bpf_iter__task *ctx)
 	if (!task || task->pid != task->tgid)
 		return 0;
 	mm = task->mm;
-	if (!mm || !walk_init(&c, task))
+	if (!mm || (task->flags & PF_KTHREAD) || !walk_init(&c, task))
 		return 0;
 	walk_process(&c, mm);
 	if (c.w->status == SYNTH_WALK_DONE)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synth-dev/synth/internal/method/bpfdump"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/synth"
 )
@@ -39,6 +40,44 @@ func TestWalksAgree(t *testing.T) {
 		t.Errorf("only %d of %d processes were stable enough to compare", checked, len(before))
 	}
 	t.Logf("%d processes compared; maple: %+v", checked, maple.stats)
+}
+
+// Each fault of a walk in chunks ends in the fallback, counted, and in
+// records equal to /proc: a resume state lost, a writer between chunks,
+// the mm replaced between chunks, the record that ends the walk lost
+// with its batch.
+func TestWalkFaults(t *testing.T) {
+	needMaple(t)
+	p := testproc.StartT(t, everything)
+	for _, tc := range []struct {
+		name  string
+		fault bpfdump.Fault
+	}{
+		{"resume-lost", synth.FaultLoseResume},
+		{"sequence-moved", synth.FaultResumeSeq},
+		{"mm-replaced", synth.FaultResumeMM},
+		{"walk-record-lost", synth.FaultDropWalk},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := synth.NewBPF(synth.Options{Pids: []int{p.Pid}, Data: true, RingPages: synth.MinRingPages})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			b.InjectFault(p.Pid, tc.fault)
+			d := &dumped{comms: map[uint32]string{}, forks: map[uint32]uint32{}}
+			d.stats, err = b.Dump(context.Background(), func(rec []byte) error {
+				return d.add(rec, synth.DefaultSampleType)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.stats.Resumed == 0 || d.stats.WalksInvalid != 1 {
+				t.Errorf("%d chunks resumed, %d walks failed; want some, and 1", d.stats.Resumed, d.stats.WalksInvalid)
+			}
+			checkProc(t, p, d, true)
+		})
+	}
 }
 
 // A mapping of a file whose path is 4095 bytes, the longest there is, is

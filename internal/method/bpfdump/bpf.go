@@ -65,6 +65,7 @@ type BPF struct {
 	round  round
 	rounds [2]round
 	hold   *walkHold // the maple walk's records, kept between dumps for their memory
+	fault  faultAt   // tests: see InjectFault
 	// prev is the last whole MMAP2 record delivered, and next the one a
 	// short record of the maple walk expands into (see expandNext).
 	prev, next []byte

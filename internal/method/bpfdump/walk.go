@@ -55,6 +55,8 @@ type walkHold struct {
 	resume   []int                           // processes whose walk goes on in another chunk
 	fallback []int                           // processes to read again with the iterator
 	invalid  int
+	closed   map[uint32]struct{} // processes whose walk ended, and held
+	dropWalk uint32              // tests: the walk records of this process are lost
 }
 
 // holdBlock is the size of a block of held records.
@@ -73,7 +75,7 @@ type holdLoc struct {
 }
 
 func newWalkHold() *walkHold {
-	return &walkHold{procs: make(map[uint32][]holdLoc)}
+	return &walkHold{procs: make(map[uint32][]holdLoc), closed: make(map[uint32]struct{})}
 }
 
 // reset empties the hold for the dump d, keeping its blocks.
@@ -81,6 +83,7 @@ func (h *walkHold) reset(d *dump.Assembler) {
 	h.d, h.used, h.invalid, h.cur, h.others = d, 0, 0, nil, nil
 	h.resume, h.fallback = h.resume[:0], h.fallback[:0]
 	clear(h.procs)
+	clear(h.closed)
 	if len(h.blocks) > 0 {
 		h.blocks[0] = h.blocks[0][:0]
 		h.used = 1
@@ -148,21 +151,44 @@ func (h *walkHold) end(rec []byte) error {
 		return fmt.Errorf("walk record of %d bytes", len(rec))
 	}
 	pid := dump.RecPid(rec)
-	switch status := binary.NativeEndian.Uint32(rec[walkStatus:]); status {
+	status := binary.NativeEndian.Uint32(rec[walkStatus:])
+	if pid == h.dropWalk && pid != 0 && status == walkDone {
+		return nil // as if its batch was lost after the chunks before
+	}
+	switch status {
 	case walkDone:
+		h.closed[pid] = struct{}{}
 	case walkMore:
 		h.resume = append(h.resume, int(pid))
 		h.d.Stats.Resumed++
 	case walkInvalid:
-		// Nothing of the walk counts: read the whole process again.
-		h.putCur()
-		delete(h.procs, pid)
-		h.fallback = append(h.fallback, int(pid))
-		h.invalid++
+		h.discard(pid)
 	default:
 		return fmt.Errorf("walk record of pid %d: status %d", pid, status)
 	}
 	return nil
+}
+
+// discard drops what the walk of process pid held, to read the whole
+// process again with the iterator.
+func (h *walkHold) discard(pid uint32) {
+	h.putCur()
+	delete(h.procs, pid)
+	h.fallback = append(h.fallback, int(pid))
+	h.invalid++
+}
+
+// unclosed sends to the fallback every process with records held whose
+// walk did not end: its last chunk never ran (the process exited, its
+// resume state was lost) or the record that ended it was lost with its
+// batch. What it holds may be part of its mappings only.
+func (h *walkHold) unclosed() {
+	h.putCur()
+	for pid := range h.procs {
+		if _, ok := h.closed[pid]; !ok {
+			h.discard(pid)
+		}
+	}
 }
 
 // addIter takes a record of the task_vma iterator (dump_vma): run over
@@ -326,6 +352,7 @@ func (b *BPF) readMaple(ctx context.Context, d *dump.Assembler, h *walkHold) err
 	if err := b.resumeWalks(ctx, d, h); err != nil {
 		return err
 	}
+	h.unclosed()
 	d.Stats.WalksInvalid = h.invalid
 	if len(h.fallback) == 0 {
 		return nil
@@ -357,6 +384,9 @@ func (b *BPF) resumeWalks(ctx context.Context, d *dump.Assembler, h *walkHold) e
 	for len(h.resume) > 0 {
 		pids := h.resume
 		h.resume = nil
+		if err := b.fault.apply(b.objs, pids); err != nil {
+			return err
+		}
 		if err := b.passEach(ctx, d, b.dumpTasks, pids, h.add); err != nil {
 			return err
 		}
