@@ -164,6 +164,9 @@ func (b *BPF) loadMaple(probeErr error) error {
 	if ok == 0 {
 		return errNoProof
 	}
+	if err := checkTaskVMAIter(); err != nil {
+		return err
+	}
 	p, err := b.objs.program(synthbpf.SynthProgDumpTasks)
 	b.dumpTasks = p
 	return err
