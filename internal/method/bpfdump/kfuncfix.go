@@ -44,12 +44,15 @@ func (r release) before(major, minor, patch int) bool {
 		r.major == major && (r.minor < minor || r.minor == minor && r.patch < patch)
 }
 
-// taskVMAIterSafe reports whether kernel release r has the mm lifecycle
-// fix of the open-coded task_vma iterator, or no such iterator.
+// taskVMAIterSafe reports whether kernel release r, whose BPF has the
+// open-coded task_vma iterator (the probe checked), has its mm lifecycle
+// fix.
 func taskVMAIterSafe(r release) bool {
 	switch {
 	case r.before(6, 7, 0):
-		return true // no open-coded iterator
+		// Upstream has no such iterator; one that has it all the same
+		// (a vendor backport) has nothing to say it has the fix.
+		return false
 	case r.major == 6 && r.minor == 12:
 		return !r.before(6, 12, 91)
 	case r.major == 6 && r.minor == 18:

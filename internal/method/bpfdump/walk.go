@@ -7,6 +7,8 @@ import (
 	"slices"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/buildid"
@@ -56,6 +58,7 @@ type walkHold struct {
 	fallback []int                           // processes to read again with the iterator
 	invalid  int
 	closed   map[uint32]struct{} // processes whose walk ended, and held
+	seen     map[uint32]struct{} // processes with a walk record in the pass being read
 	dropWalk uint32              // tests: the walk records of this process are lost
 }
 
@@ -75,7 +78,8 @@ type holdLoc struct {
 }
 
 func newWalkHold() *walkHold {
-	return &walkHold{procs: make(map[uint32][]holdLoc), closed: make(map[uint32]struct{})}
+	return &walkHold{procs: make(map[uint32][]holdLoc), closed: make(map[uint32]struct{}),
+		seen: make(map[uint32]struct{})}
 }
 
 // reset empties the hold for the dump d, keeping its blocks.
@@ -84,6 +88,7 @@ func (h *walkHold) reset(d *dump.Assembler) {
 	h.resume, h.fallback = h.resume[:0], h.fallback[:0]
 	clear(h.procs)
 	clear(h.closed)
+	clear(h.seen)
 	if len(h.blocks) > 0 {
 		h.blocks[0] = h.blocks[0][:0]
 		h.used = 1
@@ -155,6 +160,15 @@ func (h *walkHold) end(rec []byte) error {
 	if pid == h.dropWalk && pid != 0 && status == walkDone {
 		return nil // as if its batch was lost after the chunks before
 	}
+	if _, dup := h.seen[pid]; dup {
+		// Walked twice in one pass (its leader exited and a thread
+		// took it over): neither walk is known to be the whole.
+		h.resume = slices.DeleteFunc(h.resume, func(p int) bool { return p == int(pid) })
+		delete(h.closed, pid)
+		h.discard(pid)
+		return nil
+	}
+	h.seen[pid] = struct{}{}
 	switch status {
 	case walkDone:
 		h.closed[pid] = struct{}{}
@@ -179,15 +193,21 @@ func (h *walkHold) discard(pid uint32) {
 }
 
 // unclosed sends to the fallback every process with records held whose
-// walk did not end: its last chunk never ran (the process exited, its
-// resume state was lost) or the record that ended it was lost with its
-// batch. What it holds may be part of its mappings only.
+// walk did not end: its last chunk never ran (its resume state was lost)
+// or the record that ended it was lost with its batch. What it holds may
+// be part of its mappings only. One that has exited meanwhile loses its
+// mappings, counted once, as skipped, by the pass that missed it.
 func (h *walkHold) unclosed() {
 	h.putCur()
 	for pid := range h.procs {
-		if _, ok := h.closed[pid]; !ok {
-			h.discard(pid)
+		if _, ok := h.closed[pid]; ok {
+			continue
 		}
+		if unix.Kill(int(pid), 0) == unix.ESRCH {
+			delete(h.procs, pid)
+			continue
+		}
+		h.discard(pid)
 	}
 }
 
@@ -387,6 +407,7 @@ func (b *BPF) resumeWalks(ctx context.Context, d *dump.Assembler, h *walkHold) e
 		if err := b.fault.apply(b.objs, pids); err != nil {
 			return err
 		}
+		clear(h.seen)
 		if err := b.passEach(ctx, d, b.dumpTasks, pids, h.add); err != nil {
 			return err
 		}
