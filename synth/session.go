@@ -245,34 +245,28 @@ func (s *Session) init(rc bpfdump.RingConfig) error {
 		if s.opts.Sample.OnExec || s.opts.Sample.Stopped {
 			return nil // the kernel enables them at the exec, or StartSampling
 		}
-		return s.b.EnableSamplers()
+		return s.b.SetSamplers(true)
 	}
 	return nil
 }
 
 // StartSampling starts the sampling events, opened stopped
 // (SampleOptions.Stopped) or stopped by StopSampling.
-func (s *Session) StartSampling() error {
-	if s.closed.Load() {
-		return os.ErrClosed
-	}
-	if s.opts.Sample == nil {
-		return nil
-	}
-	return s.b.EnableSamplers()
-}
+func (s *Session) StartSampling() error { return s.sampling(true) }
 
 // StopSampling stops the sampling events: the stream then gets no more
 // samples, and a Flush returns what the rings hold in bounded time,
 // however fast they were filling. A recording's end starts here.
-func (s *Session) StopSampling() error {
+func (s *Session) StopSampling() error { return s.sampling(false) }
+
+func (s *Session) sampling(on bool) error {
 	if s.closed.Load() {
 		return os.ErrClosed
 	}
 	if s.opts.Sample == nil {
 		return nil
 	}
-	return s.b.DisableSamplers()
+	return s.b.SetSamplers(on)
 }
 
 // Attrs returns the attrs to write the stream under, with the ids its

@@ -12,12 +12,10 @@ func (b *BPF) LiveFDs() []int { return b.rings.liveFDs() }
 // events, as their records carry them.
 func (b *BPF) IDs() (live, samplers []uint64) { return b.rings.ids() }
 
-// EnableSamplers starts the sampling events.
-func (b *BPF) EnableSamplers() error { return b.rings.enableSamplers(true) }
-
-// DisableSamplers stops the sampling events: the rings then receive no
-// more samples, and a drain empties them.
-func (b *BPF) DisableSamplers() error { return b.rings.enableSamplers(false) }
+// SetSamplers starts the sampling events (opened stopped), or stops
+// them: the rings then receive no more samples, and a drain empties
+// them.
+func (b *BPF) SetSamplers(on bool) error { return b.rings.enableSamplers(on) }
 
 // SetLive sets where the records of the rings that the programs did not
 // emit go: the kernel's live records and samples, in each CPU's order.
