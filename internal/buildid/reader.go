@@ -49,6 +49,9 @@ type Result struct {
 	// Volatile: the file's contents may change without a new identity
 	// (tmpfs): the result must not be cached.
 	Volatile bool
+	// Unmapped: the mapping asked for was gone; another process's may
+	// lead to the file.
+	Unmapped bool
 }
 
 // Reader reads build IDs from files, each file on a goroutine of its

@@ -27,8 +27,9 @@ const cfgBuildID = 2
 // its first call indexes every held record.
 func (b *BPF) resolvePending(d *dump.Assembler, others func(fileIdent) []buildid.Mapping) (map[fileIdent][]byte, error) {
 	type job struct {
-		key  synthbpf.SynthSynthFileKey
-		read *buildid.Job
+		key   synthbpf.SynthSynthFileKey
+		read  *buildid.Job
+		again bool // a read through others, the mapping noted being gone
 	}
 	var (
 		key  synthbpf.SynthSynthFileKey
@@ -39,27 +40,41 @@ func (b *BPF) resolvePending(d *dump.Assembler, others func(fileIdent) []buildid
 	expired, stop := b.ids.Begin()
 	defer stop()
 	for it.Next(&key, &pend) {
-		tries := []buildid.Mapping{{Pid: int(pend.Pid), Start: pend.Start, End: pend.End}}
-		if !tries[0].Mapped() {
-			tries = append(tries, others(identOfKey(&key))...)
-		}
-		k := key
-		jobs = append(jobs, job{k, b.ids.Start(k, func() buildid.Result { return b.readBuildIDOf(&k, tries) })})
+		// Whether the mapping is still there is asked in the read: the
+		// lstat(2) of its map_files entry waits for the process's mmap
+		// lock, which a stuck writer may hold past the deadline.
+		k, m := key, buildid.Mapping{Pid: int(pend.Pid), Start: pend.Start, End: pend.End}
+		jobs = append(jobs, job{key: k, read: b.ids.Start(k, func() buildid.Result {
+			if !m.Mapped() {
+				return buildid.Result{Unmapped: true}
+			}
+			return b.readBuildIDOf(&k, []buildid.Mapping{m})
+		})})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read pending build ids: %w", err)
 	}
 	var found map[fileIdent][]byte
-	for _, j := range jobs {
+	for i := 0; i < len(jobs); i++ {
+		j := jobs[i]
 		// A file not read in time is not cached: the next dump's walk
 		// notes it again, and takes the result of this read if it has
 		// ended by then.
-		if b.objs.Pending.Delete(&j.key) != nil {
+		if !j.again && b.objs.Pending.Delete(&j.key) != nil {
 			return nil, errors.New("delete pending build id")
 		}
 		res, ok := b.ids.Wait(j.key, j.read, expired)
 		if !ok {
 			d.Stats.BuildIDTimeouts++
+			continue
+		}
+		if res.Unmapped && !j.again {
+			if tries := others(identOfKey(&j.key)); len(tries) > 0 {
+				k := j.key
+				jobs = append(jobs, job{key: k, again: true, read: b.ids.Start(k, func() buildid.Result {
+					return b.readBuildIDOf(&k, tries)
+				})})
+			}
 			continue
 		}
 		if !res.Read {
