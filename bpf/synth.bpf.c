@@ -84,6 +84,17 @@ __u64 synth_lost;
 /* Last task whose VMAs dump_vma started on. */
 __u32 last_tid;
 
+/* The bounded wait for a process's mmap lock. The kernel's task_vma
+ * iterator takes each process's mmap_lock with a wait only a fatal
+ * signal ends; userspace gives up on a read stuck in it, and then sets
+ * vma_session_min past the session of that iterator instance, read with
+ * session_probe: when the lock comes free, the instance it gave up on
+ * stops at its next VMA and emits nothing. Every instance opened later
+ * has a larger session_id (kernel/bpf/bpf_iter.c numbers them in open
+ * order), so the fence stops none of them. */
+volatile __u64 vma_session_min;
+__u64 session_last;
+
 static const char pace[256];
 
 static __always_inline void emit(void *ctx, struct seq_file *seq,
@@ -400,6 +411,8 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	__u64 vmf, now;
 	long n;
 
+	if (ctx->meta->session_id < vma_session_min)
+		return 1; /* given up on: stop, the read returns EAGAIN */
 	if (!task || !vma)
 		return 0;
 	if (!reports_vmas(task))
@@ -441,6 +454,15 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 
 /* The benchmark floor: a task_vma iterator that only walks. */
 __u64 walked;
+
+/* Reads the session_id of a fresh iterator instance: one larger than
+ * that of every instance opened before it. */
+SEC("iter/task")
+int session_probe(struct bpf_iter__task *ctx)
+{
+	session_last = ctx->meta->session_id;
+	return 0;
+}
 
 SEC("iter/task_vma")
 int walk_vma(struct bpf_iter__task_vma *ctx)

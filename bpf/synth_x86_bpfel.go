@@ -191,12 +191,14 @@ const (
 	SynthProgDumpTasks           = "dump_tasks"
 	SynthProgDumpVma             = "dump_vma"
 	SynthProgProbe               = "probe"
+	SynthProgSessionProbe        = "session_probe"
 	SynthProgWalkMaple           = "walk_maple"
 	SynthProgWalkVma             = "walk_vma"
 	SynthVarChunkLimit           = "chunk_limit"
 	SynthVarFailTgid             = "fail_tgid"
 	SynthVarLastTid              = "last_tid"
 	SynthVarResumeMode           = "resume_mode"
+	SynthVarSessionLast          = "session_last"
 	SynthVarSynthFlags           = "synth_flags"
 	SynthVarSynthGen             = "synth_gen"
 	SynthVarSynthLost            = "synth_lost"
@@ -206,6 +208,7 @@ const (
 	SynthVarTextStart            = "text_start"
 	SynthVarUnusedSynthMmap2Next = "unused_synth_mmap2_next"
 	SynthVarUnusedSynthWalk      = "unused_synth_walk"
+	SynthVarVmaSessionMin        = "vma_session_min"
 	SynthVarWalkOk               = "walk_ok"
 	SynthVarWalked               = "walked"
 	SynthVarWalksInvalid         = "walks_invalid"
@@ -253,12 +256,13 @@ type SynthSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthProgramSpecs struct {
-	DumpTask  *ebpf.ProgramSpec `ebpf:"dump_task"`
-	DumpTasks *ebpf.ProgramSpec `ebpf:"dump_tasks"`
-	DumpVma   *ebpf.ProgramSpec `ebpf:"dump_vma"`
-	Probe     *ebpf.ProgramSpec `ebpf:"probe"`
-	WalkMaple *ebpf.ProgramSpec `ebpf:"walk_maple"`
-	WalkVma   *ebpf.ProgramSpec `ebpf:"walk_vma"`
+	DumpTask     *ebpf.ProgramSpec `ebpf:"dump_task"`
+	DumpTasks    *ebpf.ProgramSpec `ebpf:"dump_tasks"`
+	DumpVma      *ebpf.ProgramSpec `ebpf:"dump_vma"`
+	Probe        *ebpf.ProgramSpec `ebpf:"probe"`
+	SessionProbe *ebpf.ProgramSpec `ebpf:"session_probe"`
+	WalkMaple    *ebpf.ProgramSpec `ebpf:"walk_maple"`
+	WalkVma      *ebpf.ProgramSpec `ebpf:"walk_vma"`
 }
 
 // SynthMapSpecs contains maps before they are loaded into the kernel.
@@ -284,6 +288,7 @@ type SynthVariableSpecs struct {
 	FailTgid             *ebpf.VariableSpec `ebpf:"fail_tgid"`
 	LastTid              *ebpf.VariableSpec `ebpf:"last_tid"`
 	ResumeMode           *ebpf.VariableSpec `ebpf:"resume_mode"`
+	SessionLast          *ebpf.VariableSpec `ebpf:"session_last"`
 	SynthFlags           *ebpf.VariableSpec `ebpf:"synth_flags"`
 	SynthGen             *ebpf.VariableSpec `ebpf:"synth_gen"`
 	SynthLost            *ebpf.VariableSpec `ebpf:"synth_lost"`
@@ -293,6 +298,7 @@ type SynthVariableSpecs struct {
 	TextStart            *ebpf.VariableSpec `ebpf:"text_start"`
 	UnusedSynthMmap2Next *ebpf.VariableSpec `ebpf:"unused_synth_mmap2_next"`
 	UnusedSynthWalk      *ebpf.VariableSpec `ebpf:"unused_synth_walk"`
+	VmaSessionMin        *ebpf.VariableSpec `ebpf:"vma_session_min"`
 	WalkOk               *ebpf.VariableSpec `ebpf:"walk_ok"`
 	Walked               *ebpf.VariableSpec `ebpf:"walked"`
 	WalksInvalid         *ebpf.VariableSpec `ebpf:"walks_invalid"`
@@ -351,6 +357,7 @@ type SynthVariables struct {
 	FailTgid             *ebpf.Variable `ebpf:"fail_tgid"`
 	LastTid              *ebpf.Variable `ebpf:"last_tid"`
 	ResumeMode           *ebpf.Variable `ebpf:"resume_mode"`
+	SessionLast          *ebpf.Variable `ebpf:"session_last"`
 	SynthFlags           *ebpf.Variable `ebpf:"synth_flags"`
 	SynthGen             *ebpf.Variable `ebpf:"synth_gen"`
 	SynthLost            *ebpf.Variable `ebpf:"synth_lost"`
@@ -360,6 +367,7 @@ type SynthVariables struct {
 	TextStart            *ebpf.Variable `ebpf:"text_start"`
 	UnusedSynthMmap2Next *ebpf.Variable `ebpf:"unused_synth_mmap2_next"`
 	UnusedSynthWalk      *ebpf.Variable `ebpf:"unused_synth_walk"`
+	VmaSessionMin        *ebpf.Variable `ebpf:"vma_session_min"`
 	WalkOk               *ebpf.Variable `ebpf:"walk_ok"`
 	Walked               *ebpf.Variable `ebpf:"walked"`
 	WalksInvalid         *ebpf.Variable `ebpf:"walks_invalid"`
@@ -369,12 +377,13 @@ type SynthVariables struct {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthPrograms struct {
-	DumpTask  *ebpf.Program `ebpf:"dump_task"`
-	DumpTasks *ebpf.Program `ebpf:"dump_tasks"`
-	DumpVma   *ebpf.Program `ebpf:"dump_vma"`
-	Probe     *ebpf.Program `ebpf:"probe"`
-	WalkMaple *ebpf.Program `ebpf:"walk_maple"`
-	WalkVma   *ebpf.Program `ebpf:"walk_vma"`
+	DumpTask     *ebpf.Program `ebpf:"dump_task"`
+	DumpTasks    *ebpf.Program `ebpf:"dump_tasks"`
+	DumpVma      *ebpf.Program `ebpf:"dump_vma"`
+	Probe        *ebpf.Program `ebpf:"probe"`
+	SessionProbe *ebpf.Program `ebpf:"session_probe"`
+	WalkMaple    *ebpf.Program `ebpf:"walk_maple"`
+	WalkVma      *ebpf.Program `ebpf:"walk_vma"`
 }
 
 func (p *SynthPrograms) Close() error {
@@ -383,6 +392,7 @@ func (p *SynthPrograms) Close() error {
 		p.DumpTasks,
 		p.DumpVma,
 		p.Probe,
+		p.SessionProbe,
 		p.WalkMaple,
 		p.WalkVma,
 	)

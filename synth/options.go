@@ -25,6 +25,9 @@ const (
 	// DefaultBuildIDTimeout is how long a dump waits for the build IDs
 	// of files new to the cache when Options.BuildIDTimeout is 0.
 	DefaultBuildIDTimeout = dump.DefaultBuildIDTimeout
+	// DefaultProcMapTimeout is how long a dump waits for a process's
+	// mmap lock when Options.ProcMapTimeout is 0.
+	DefaultProcMapTimeout = dump.DefaultProcMapTimeout
 )
 
 // Walks: how the BPF method reads each process's VMAs (Options.Walk).

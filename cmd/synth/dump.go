@@ -21,6 +21,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		noBPF     = fs.Bool("no-bpf-event", false, "leave out the BPF_EVENT record of each loaded BPF program (its KSYMBOLs stay), as perf record --no-bpf-event")
 		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
 		bidWait   = fs.Duration("buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `DURATION` for the build IDs of files new to the cache; a file whose reads block past it (FUSE, NFS) gets none")
+		mapWait   = fs.Duration("proc-map-timeout", synth.DefaultProcMapTimeout, "wait at most `DURATION` for a process's mmap lock; a process whose lock is held longer is left out and named, as perf record --proc-map-timeout")
 		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
 		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
 		walk      = fs.String("walk", synth.WalkAuto, "bpf method: how to read each process's VMAs: `WALK` auto (maple where the kernel can prove it), maple (lockless, validated) or iter (the task_vma iterator)")
@@ -32,7 +33,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	)
 	tf := addTargetFlags(fs, "dump")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [-p PID,... | -t TID,... | -u USER | -G CGROUP] [--data] [--namespaces] [--all-cgroups]\n                  [--no-bpf-event] [--no-kernel] [--no-buildid] [--buildid-timeout D] [--method auto|bpf|procmaps|procquery]\n                  [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N]")
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [-p PID,... | -t TID,... | -u USER | -G CGROUP] [--data] [--namespaces] [--all-cgroups]\n                  [--no-bpf-event] [--no-kernel] [--no-buildid] [--buildid-timeout D] [--proc-map-timeout D]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N]")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -42,7 +43,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		return usageError(stderr, "dump: unexpected argument %q", fs.Arg(0))
 	}
 	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages, NoLive: *noLive, Walk: *walk,
-		BuildIDTimeout: *bidWait, Namespaces: *nsFlag, Cgroups: *cgroups, NoBPFEvent: *noBPF}
+		BuildIDTimeout: *bidWait, ProcMapTimeout: *mapWait, Namespaces: *nsFlag, Cgroups: *cgroups, NoBPFEvent: *noBPF}
 	if err := opts.Check(); err != nil {
 		return usageError(stderr, "dump: %v", err)
 	}
@@ -116,6 +117,10 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		fmt.Fprintf(stderr, "synth: warning: %d of %d processes' mappings could not be read (permission denied); run as root for all of them\n",
 			st.Unreadable, st.Processes)
 	}
+	if len(st.LockedOut) > 0 {
+		fmt.Fprintf(stderr, "synth: warning: %d processes left out: their mmap lock was not taken within %v (a writer holds it): %s\n",
+			len(st.LockedOut), *mapWait, namePids(st.LockedOut))
+	}
 	if st.BuildIDTimeouts > 0 {
 		fmt.Fprintf(stderr, "synth: warning: %d files not read within %v (their reads block): their mappings are identified by inode, without a build ID\n",
 			st.BuildIDTimeouts, *bidWait)
@@ -141,4 +146,17 @@ func joinErrs(errs []error) string {
 		s[i] = e.Error()
 	}
 	return strings.Join(s, "; ")
+}
+
+// namePids renders processes as "PID (COMM)", as far as they still run.
+func namePids(pids []int) string {
+	s := make([]string, len(pids))
+	for i, pid := range pids {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		s[i] = fmt.Sprintf("%d (%s)", pid, strings.TrimSpace(string(comm)))
+		if err != nil {
+			s[i] = fmt.Sprintf("%d (gone)", pid)
+		}
+	}
+	return strings.Join(s, ", ")
 }

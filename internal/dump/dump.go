@@ -226,6 +226,13 @@ func (d *Assembler) Finish() error {
 // skip counts a requested process that was gone.
 func (d *Assembler) Skip(int) { d.Stats.Skipped++ }
 
+// LockedOut names a process left out: its mmap lock was not taken in
+// time.
+func (d *Assembler) LockedOut(pid int) { d.Stats.LockedOut = append(d.Stats.LockedOut, pid) }
+
+// Groups returns the processes the thread pass saw, ascending.
+func (d *Assembler) Groups() []uint32 { return d.order }
+
 func (d *Assembler) FinishStats() Stats {
 	d.Stats.Elapsed = time.Since(d.start)
 	return d.Stats

@@ -39,6 +39,14 @@ type Options struct {
 	// is identified by maj/min/ino, counted in Stats.BuildIDTimeouts,
 	// and tried again by the next dump.
 	BuildIDTimeout time.Duration
+	// ProcMapTimeout bounds how long a dump waits for a process's mmap
+	// lock: in the kernel's task_vma iterator, and in the reads of
+	// /proc/PID/maps (which take the lock before 6.16); 0 means
+	// DefaultProcMapTimeout. A process whose lock is held longer (a
+	// writer stuck while holding it) is left out and named in
+	// Stats.LockedOut, as perf record's --proc-map-timeout leaves the
+	// rest of a slow /proc/PID/maps out.
+	ProcMapTimeout time.Duration
 	// NoLive dumps with the BPF method without the live side-band: a
 	// mapping made while the dump runs may then be missed. Comparisons
 	// use it to measure what the side-band costs.
@@ -89,6 +97,18 @@ func (o *Options) BuildIDWait() time.Duration {
 		return DefaultBuildIDTimeout
 	}
 	return o.BuildIDTimeout
+}
+
+// DefaultProcMapTimeout is the wait for a process's mmap lock when
+// Options.ProcMapTimeout is 0: perf record's --proc-map-timeout default.
+const DefaultProcMapTimeout = 500 * time.Millisecond
+
+// ProcMapWait is how long a dump waits for a process's mmap lock.
+func (o *Options) ProcMapWait() time.Duration {
+	if o.ProcMapTimeout <= 0 {
+		return DefaultProcMapTimeout
+	}
+	return o.ProcMapTimeout
 }
 
 // DefaultSampleType is the sample type of perf's own dummy event:
@@ -192,7 +212,11 @@ type Stats struct {
 	// allowed to read (another user's, without CAP_SYS_PTRACE): they
 	// are reported with their threads and without mappings.
 	Unreadable int
-	Reads      int // paced reads of the iterators
+	// LockedOut are processes left out because their mmap lock was not
+	// taken within Options.ProcMapTimeout: their threads are reported,
+	// their mappings are not.
+	LockedOut []int
+	Reads     int // paced reads of the iterators
 	// WalksInvalid are processes whose maple walk did not hold (the
 	// process changed while it was read): they were read again with
 	// the task_vma iterator.

@@ -64,8 +64,9 @@ type BPF struct {
 	// pipeline's (see pipeline).
 	round  round
 	rounds [2]round
-	hold   *walkHold // the maple walk's records, kept between dumps for their memory
-	fault  faultAt   // tests: see InjectFault
+	hold   *walkHold  // the maple walk's records, kept between dumps for their memory
+	fault  faultAt    // tests: see InjectFault
+	stuck  stuckReads // dump_vma reads given up on (see lockwait.go)
 	// prev is the last whole MMAP2 record delivered, and next the one a
 	// short record of the maple walk expands into (see expandNext).
 	prev, next []byte
@@ -384,9 +385,17 @@ func (b *BPF) pass(ctx context.Context, d *dump.Assembler, prog *ebpf.Program, p
 // a process that is gone is skipped.
 func (b *BPF) passEach(ctx context.Context, d *dump.Assembler, prog *ebpf.Program, pids []int, add func([]byte) error) error {
 	for _, pid := range pids {
+		if prog == b.dumpVMA && b.stuck.has(pid) {
+			b.lockedOut(d, pid) // still waiting since an earlier read
+			continue
+		}
 		err := b.runIter(ctx, d, prog, pid, add)
 		if errors.Is(err, bpfiter.ErrNoProcess) {
 			d.Skip(pid)
+			continue
+		}
+		if errors.Is(err, ErrLockWait) {
+			b.lockedOut(d, pid)
 			continue
 		}
 		if err != nil {

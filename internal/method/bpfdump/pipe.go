@@ -2,6 +2,7 @@ package bpfdump
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -81,10 +82,20 @@ func (b *BPF) runIter(ctx context.Context, d *dump.Assembler, prog *ebpf.Program
 	if err != nil {
 		return fmt.Errorf("open %s iterator: %w", prog, err)
 	}
-	defer it.Close()
+	var rd io.Reader = it
+	if prog == b.dumpVMA {
+		t := b.vmaReader(it, pid)
+		defer t.Close()
+		rd = t
+	} else {
+		defer it.Close()
+	}
 	p := b.startPipeline(d, add)
-	reads, err := b.readIter(ctx, it, prog, p)
+	reads, err := b.readIter(ctx, rd, prog, p)
 	d.Stats.Reads += reads
+	if errors.Is(err, ErrLockWait) {
+		b.stuck.add(pid)
+	}
 	if herr := p.stop(); herr != nil {
 		return herr
 	}
@@ -103,6 +114,13 @@ func (b *BPF) readIter(ctx context.Context, it io.Reader, prog *ebpf.Program, p 
 		}
 		n, rerr := it.Read(b.readBuf)
 		reads++
+		if errors.Is(rerr, ErrLockWait) {
+			// What the instance emitted before it stopped is drained
+			// below, with the rest of the round.
+			if err := b.giveUp(); err != nil {
+				return reads, err
+			}
+		}
 		if err := b.drain(r); err != nil {
 			return reads, err
 		}

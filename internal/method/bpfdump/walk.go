@@ -84,7 +84,7 @@ func newWalkHold() *walkHold {
 
 // reset empties the hold for the dump d, keeping its blocks.
 func (h *walkHold) reset(d *dump.Assembler) {
-	h.d, h.used, h.invalid, h.cur, h.others = d, 0, 0, nil, nil
+	h.d, h.used, h.invalid, h.cur, h.others, h.curPid = d, 0, 0, nil, nil, 0
 	h.resume, h.fallback = h.resume[:0], h.fallback[:0]
 	clear(h.procs)
 	clear(h.closed)
@@ -191,6 +191,16 @@ func (h *walkHold) discard(pid uint32) {
 	h.fallback = append(h.fallback, int(pid))
 	h.invalid++
 }
+
+// drop forgets what the hold has of process pid.
+func (h *walkHold) drop(pid uint32) {
+	h.putCur()
+	delete(h.procs, pid)
+	delete(h.closed, pid)
+}
+
+// lastPid is the process of the last record kept.
+func (h *walkHold) lastPid() uint32 { return h.curPid }
 
 // unclosed sends to the fallback every process with records held whose
 // walk did not end: its last chunk never ran (its resume state was lost)
@@ -388,7 +398,7 @@ func (b *BPF) readVMAIter(ctx context.Context, d *dump.Assembler, h *walkHold) e
 		return err
 	}
 	live := d.TasksDone(b.opts.Pids)
-	return b.pass(ctx, d, b.dumpVMA, live, h.addIter)
+	return b.vmaPass(ctx, d, h, live)
 }
 
 // resumeWalks runs dump_tasks again, in resume mode, over each process
