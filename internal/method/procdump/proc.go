@@ -58,6 +58,9 @@ type procResult struct {
 	buildIDs             int
 	gone                 bool
 	unreadable           bool // its mappings were not ours to read
+	lockedOut            bool // its mappings were not read in time
+	pid                  int
+	w                    *worker // the worker reading it
 }
 
 // Dump synthesizes the host (or dump.Options.Pids) and hands each record to
@@ -95,6 +98,9 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 		if r.unreadable {
 			d.Stats.Unreadable++
 		}
+		if r.lockedOut {
+			d.LockedOut(r.pid)
+		}
 		d.Stats.Threads += r.threads
 		d.Stats.Mappings += r.maps
 		d.Stats.FileMappings += r.files
@@ -119,15 +125,32 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 // run reads the processes with the worker pool and hands the results to
 // write in pid order.
 func (m *Method) run(ctx context.Context, pids []int, want func(uint32) bool, write func(*procResult) error) error {
+	late := &bound[*procResult]{after: m.opts.ProcMapWait(), late: func(i int) *procResult {
+		return m.lockedOut(pids[i], want)
+	}}
 	return runOrdered(ctx, len(pids), m.threads, m.reader,
-		func(rd mapReader, i int) *procResult { return m.process(rd, pids[i], want) }, write)
+		func(rd mapReader, w *worker, i int) *procResult { return m.process(rd, w, pids[i], want) }, write, late)
+}
+
+// lockedOut is the result of a process whose mappings were not read in
+// time (the read of its maps waits for its mmap lock): its threads.
+func (m *Method) lockedOut(pid int, want func(uint32) bool) *procResult {
+	r := &procResult{pid: pid, lockedOut: true}
+	comms, err := procfs.ReadComms(pid)
+	if err != nil {
+		r.gone = true
+		return r
+	}
+	r.recs = m.taskRecords(getRecs(), pid, comms, m.opts.SampleTypeOrDefault(), want)
+	r.threads = len(comms)
+	return r
 }
 
 // process synthesizes one process: FORK, NAMESPACES (with
 // Options.Namespaces) and COMM for each thread, then MMAP2 for its
 // mappings. A process that is gone comes back marked gone.
-func (m *Method) process(rd mapReader, pid int, want func(uint32) bool) *procResult {
-	r := &procResult{}
+func (m *Method) process(rd mapReader, w *worker, pid int, want func(uint32) bool) *procResult {
+	r := &procResult{pid: pid, w: w}
 	st := m.opts.SampleTypeOrDefault()
 	comms, err := procfs.ReadComms(pid)
 	if err != nil {
@@ -207,7 +230,7 @@ func (m *Method) mmap2(r *procResult, mp *procfs.Mapping, pid uint32, st uint64)
 	if mp.Ino != 0 {
 		r.files++
 		if m.ids != nil && !m.opts.NoBuildID {
-			rec.BuildID = m.ids.of(int(pid), mp)
+			rec.BuildID = m.ids.of(int(pid), mp, r.w)
 		}
 	}
 	if rec.BuildID != nil {

@@ -58,8 +58,8 @@ func (p *procIDs) end(st *dump.Stats) {
 }
 
 // of returns the build ID of the file mapping mp of process pid maps, or
-// nil. Workers call it concurrently.
-func (p *procIDs) of(pid int, mp *procfs.Mapping) []byte {
+// nil. Workers call it concurrently; w's clock stops while it waits.
+func (p *procIDs) of(pid int, mp *procfs.Mapping, w *worker) []byte {
 	key := fileKey{maj: mp.Maj, min: mp.Min, ino: mp.Ino}
 	p.mu.Lock()
 	res, done := p.dump[key]
@@ -75,7 +75,9 @@ func (p *procIDs) of(pid int, mp *procfs.Mapping) []byte {
 		})
 		return res
 	})
+	w.pause()
 	res, ok := p.reader.Wait(key, j, p.expired)
+	w.resume()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
