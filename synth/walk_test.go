@@ -3,10 +3,14 @@ package synth_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/synth"
 )
@@ -142,4 +146,64 @@ func TestWalkChunks(t *testing.T) {
 		t.Errorf("the walk went on %d times, want several with %d-page rings", d.stats.Resumed, synth.MinRingPages)
 	}
 	checkProc(t, p, d, true)
+}
+
+// A dump with the task_vma iterator gives up on a process whose mmap
+// lock no one can take, and names it; the read it gave up on is fenced,
+// so that when the lock comes free it emits nothing, not into the rings
+// between dumps (stale records) nor into a dump then running (doubled
+// records); and once that read has returned, a dump reads the process
+// whole again.
+func TestIterLockedProcess(t *testing.T) {
+	testenv.Root(t)
+	blocked, abort := testproc.HungFUSE(t)
+	hung := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: blocked}}, ManyVMAs: 2000})
+	other := testproc.StartT(t, everything)
+	maps, err := procfs.ReadMaps(hung.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addr uint64
+	for _, m := range maps {
+		if m.Path == blocked {
+			addr = m.Start
+		}
+	}
+	testproc.LockMM(t, hung.Pid, addr, abort)
+	b, err := synth.NewBPF(synth.Options{Pids: []int{hung.Pid, other.Pid}, Walk: synth.WalkIter, Data: true,
+		ProcMapTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	d, st := dumpPid(t, b, 0)
+	if !slices.Equal(st.LockedOut, []int{hung.Pid}) || len(d.of(hung.Pid)) > 0 {
+		t.Errorf("left out %v, %d mappings of %d written; want it left out", st.LockedOut, len(d.of(hung.Pid)), hung.Pid)
+	}
+	checkProc(t, other, d, true)
+	// A dump while the read is still in the kernel leaves the process
+	// out at once: it does not wait a second time.
+	start := time.Now()
+	if _, st := dumpPid(t, b, 0); !slices.Equal(st.LockedOut, []int{hung.Pid}) || time.Since(start) > 150*time.Millisecond {
+		t.Errorf("a dump after: left out %v in %v; want %d, at once", st.LockedOut, time.Since(start), hung.Pid)
+	}
+	abort()
+	// Dump at once and again, while the lock comes free and the read
+	// given up on goes on, until the process is read.
+	for i := 0; ; i++ {
+		d, st := dumpPid(t, b, 0)
+		if st.Stale > 0 {
+			t.Errorf("dump %d after the lock came free: %d stale records", i, st.Stale)
+		}
+		if len(st.LockedOut) == 0 {
+			checkProc(t, hung, d, true)
+			checkProc(t, other, d, true)
+			t.Logf("read whole by dump %d after the lock came free", i)
+			break
+		}
+		if i == 100 {
+			t.Fatalf("still left out after %d dumps", i)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -1,77 +1,19 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 )
-
-// hungFUSE mounts testdata/fuse/blockfs.py: a FUSE server with one file,
-// blocked.so, whose reads are never answered. It returns the file's
-// path, and the function that aborts the connection, which ends every
-// read left waiting on it, in whatever process. The cleanup aborts,
-// unmounts and kills the server.
-func hungFUSE(t *testing.T) (string, func()) {
-	t.Helper()
-	py := "/usr/bin/python3" // Debian's, with python3-fusepy (make deps)
-	err := exec.Command(py, "-c", "import fusepy").Run()
-	testenv.Need(t, err == nil, "python3-fusepy is not installed")
-	server, _ := filepath.Abs("../../testdata/fuse/blockfs.py")
-	mnt := t.TempDir()
-	cmd := exec.Command(py, server, mnt)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(mnt, "blocked.so")
-	var st unix.Stat_t
-	for i := 0; unix.Stat(file, &st) != nil; i++ {
-		if i == 500 {
-			cmd.Process.Kill()
-			t.Fatalf("the FUSE server did not come up at %s", mnt)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	var mst unix.Stat_t
-	if err := unix.Stat(mnt, &mst); err != nil || unix.Major(mst.Dev) != 0 {
-		t.Fatalf("stat %s: %v (dev %d:%d)", mnt, err, unix.Major(mst.Dev), unix.Minor(mst.Dev))
-	}
-	abort := sync.OnceFunc(func() { abortFUSE(t, unix.Minor(mst.Dev)) })
-	t.Cleanup(func() {
-		abort()
-		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", mnt, err)
-		}
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return file, abort
-}
-
-// abortFUSE aborts FUSE connection conn through the fusectl filesystem.
-func abortFUSE(t *testing.T, conn uint32) {
-	dir := "/sys/fs/fuse/connections"
-	abort := filepath.Join(dir, fmt.Sprint(conn), "abort")
-	if _, err := os.Stat(abort); errors.Is(err, os.ErrNotExist) {
-		if err := unix.Mount("fusectl", dir, "fusectl", 0, ""); err != nil {
-			t.Errorf("mount fusectl: %v", err)
-		}
-	}
-	if err := os.WriteFile(abort, []byte("1"), 0); err != nil {
-		t.Errorf("abort FUSE connection %d: %v", conn, err)
-	}
-}
 
 // A file on a FUSE server whose reads never return, mapped by a process
 // that never touched it, holds up no dump: a whole-host dump with build
@@ -81,7 +23,7 @@ func abortFUSE(t *testing.T, conn uint32) {
 func TestBuildIDHungFUSE(t *testing.T) {
 	testenv.Root(t)
 	perf := testenv.Perf(t)
-	blocked, abort := hungFUSE(t)
+	blocked, abort := testproc.HungFUSE(t)
 	hung := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: blocked}}})
 	libc := libcPath(t)
 	lib := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: libc}}})
@@ -145,4 +87,77 @@ func libcPath(t *testing.T) string {
 	_, err := os.Stat(p)
 	testenv.Need(t, err == nil, "no "+p)
 	return p
+}
+
+// A process whose mmap lock no one can take (perf's --proc-map-timeout
+// case) holds up no dump: a whole-host dump, and one of the process and
+// another, end within a few seconds and exit 0. With the task_vma
+// iterator, which waits for the lock, the process is left out and named;
+// the maple walk reads it without the lock, or falls back and leaves it
+// out. Either way, the other process is whole.
+func TestDumpLockedProcess(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	blocked, abort := testproc.HungFUSE(t)
+	hung := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: blocked}}})
+	other := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: libcPath(t)}}})
+	hungMaps := procMaps(t, hung.Pid, true)
+	otherMaps := procMaps(t, other.Pid, true)
+	var addr uint64
+	for _, l := range hungMaps {
+		if strings.HasSuffix(l, fmt.Sprintf(" %q", blocked)) {
+			addr, _ = strconv.ParseUint(l[:strings.IndexByte(l, '-')], 16, 64)
+		}
+	}
+	if addr == 0 {
+		t.Fatalf("no mapping of %s in:\n%s", blocked, strings.Join(hungMaps, "\n"))
+	}
+	testproc.LockMM(t, hung.Pid, addr, abort)
+	// A dump that waits for the lock cannot be killed: aborting the
+	// connection is what ends it, and fails the test.
+	watchdog := time.AfterFunc(30*time.Second, abort)
+	defer watchdog.Stop()
+	pids := fmt.Sprintf("%d,%d", hung.Pid, other.Pid)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"iter", []string{"--walk", "iter"}},
+		{"iter-pids", []string{"--walk", "iter", "-p", pids}},
+		{"auto", nil},
+		{"auto-pids", []string{"-p", pids}},
+		{"procmaps", []string{"--method", "procmaps"}},
+		{"procquery", []string{"--method", "procquery"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "perf.data")
+			args := append([]string{"dump", "--data", "--buildid-timeout", "2s", "-o", file}, tc.args...)
+			start := time.Now()
+			r := runCmd(t, exec.Command(synthBin, args...))
+			if took := time.Since(start); took > 8*time.Second || r.code != 0 {
+				t.Fatalf("exit %d after %v:\n%s", r.code, took, r.stderr)
+			}
+			sum := parseSummary(t, r.stderr)
+			left := strings.Contains(sum.lockedOut, fmt.Sprintf("%d (", hung.Pid))
+			if tc.args != nil && tc.args[1] == "iter" && !left {
+				t.Errorf("the task_vma iterator did not leave %d out:\n%s", hung.Pid, r.stderr)
+			}
+			out := runCmd(t, exec.Command(perf, "script", "-D", "-i", file))
+			if out.code != 0 {
+				t.Fatalf("perf script: %s", out.stderr)
+			}
+			got := perfMaps(t, out.stdout, hung.Pid)
+			switch {
+			case left && len(got) > 0:
+				t.Errorf("%d left out, yet %d of its mappings are written", hung.Pid, len(got))
+			case !left && !slices.Equal(got, hungMaps):
+				t.Errorf("%d not left out, but its mappings are not those of /proc:\n%s\nwant:\n%s",
+					hung.Pid, strings.Join(got, "\n"), strings.Join(hungMaps, "\n"))
+			}
+			if got := perfMaps(t, out.stdout, other.Pid); !slices.Equal(got, otherMaps) {
+				t.Errorf("the mappings of %d:\n%s\nwant:\n%s", other.Pid, strings.Join(got, "\n"), strings.Join(otherMaps, "\n"))
+			}
+			t.Logf("%v, walk %s, left out: %q", time.Since(start).Round(time.Millisecond), sum.walk, sum.lockedOut)
+		})
+	}
 }

@@ -86,7 +86,8 @@ type summary struct {
 	unreadable                         int
 	cached, filesRead, idsRead         int
 	hasBuildIDLine                     bool
-	idTimeouts                         int // files whose build ID was not read in time
+	idTimeouts                         int    // files whose build ID was not read in time
+	lockedOut                          string // processes left out for their mmap lock, as named
 	live, duplicates                   int
 	hasLiveLine                        bool
 }
@@ -95,6 +96,7 @@ var (
 	idTimeoutRE    = regexp.MustCompile(`synth: warning: (\d+) files not read within \S+ \(their reads block\): their mappings are identified by inode, without a build ID\n$`)
 	summaryRE      = regexp.MustCompile(`^synth: method (\w+)(?: \(walk (\w+)\))?: (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n`)
 	liveRE         = regexp.MustCompile(`synth: live side-band: (\d+) records while dumping, (\d+) synthesized records dropped as reported live first\n$`)
+	lockedOutRE    = regexp.MustCompile(`synth: warning: \d+ processes left out: their mmap lock was not taken within \S+ \(a writer holds it\): (.+)\n$`)
 	unreadableRE   = regexp.MustCompile(`synth: warning: (\d+) of \d+ processes' mappings could not be read \(permission denied\); run as root for all of them\n$`)
 	walkFallbackRE = regexp.MustCompile(`^synth: walk iter, not maple: (.+)\n`)
 	programTimeRE  = regexp.MustCompile(`^synth: BPF programs ran \S+ of it \(kernel.bpf_stats_enabled\)\n`)
@@ -125,6 +127,10 @@ func parseSummary(t *testing.T, stderr string) summary {
 	}
 	if l := idTimeoutRE.FindStringSubmatchIndex(rest); l != nil {
 		s.idTimeouts, _ = strconv.Atoi(rest[l[2]:l[3]])
+		rest = rest[:l[0]]
+	}
+	if l := lockedOutRE.FindStringSubmatchIndex(rest); l != nil {
+		s.lockedOut = rest[l[2]:l[3]]
 		rest = rest[:l[0]]
 	}
 	// Processes whose maps no one may read (here: pid 1 of the VM's
