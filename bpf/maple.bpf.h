@@ -37,7 +37,17 @@
 #ifndef SYNTH_MAPLE_BPF_H
 #define SYNTH_MAPLE_BPF_H
 
-#define MW_DEPTH 8           /* a tree of 2^64 addresses is at most ~7 deep */
+/* Levels the walk keeps. The height is set by the entries, not by the
+ * address space: the leaves hold the VMAs and the gaps between them, at
+ * most 2 * map_count + 1 entries, and lib/maple_tree.c rebalances a
+ * non-root node below mt_min_slots: a leaf holds at least 7 entries, an
+ * internal (maple_arange_64) node at least 5 children, the root at least
+ * 2. A tree of height 8 thus has at least 2 * 5^6 * 7 = 218,750 entries,
+ * more than the 131,061 of the default vm.max_map_count (65530); one of
+ * height 9 more than a million. A deeper tree (max_map_count raised past
+ * ~550k, and sparse) fails mw_load(): the process is read with the
+ * iterator, never walked in part. */
+#define MW_DEPTH 8
 #define MW_NODE_WORDS 32     /* 256-byte nodes */
 #define MW_NODE_MASK 0xffULL /* MAPLE_NODE_MASK */
 #define MW_TYPE_SHIFT 3      /* MAPLE_NODE_TYPE_SHIFT */
