@@ -74,6 +74,7 @@ type SynthResumeAt struct {
 	Mm    uint64
 	Seq   uint32
 	Pad   uint32
+	Start uint64
 }
 
 type SynthSynthBuildId struct {

@@ -88,6 +88,10 @@ struct resume_at {
 	__u64 mm;
 	__u32 seq;
 	__u32 pad;
+	/* The process's start (its leader's start_time): a process that
+	 * took the pid of one that exited between chunks is not it, even
+	 * where its mm took the freed one's address. */
+	__u64 start;
 };
 
 struct {
@@ -410,6 +414,14 @@ static __always_inline __u32 walk_mm(struct walk *c, struct mm_struct *mm)
 	return c->w->status;
 }
 
+/* When task's process started: its leader's start_time. */
+static __always_inline __u64 process_start(struct task_struct *task)
+{
+	struct task_struct *leader = task->group_leader;
+
+	return leader ? leader->start_time : 0;
+}
+
 /* Walks the VMAs of task's process, from where an earlier chunk stopped
  * in resume mode, and emits the closing struct synth_walk: every walk
  * asked for ends in one, INVALID when it cannot be proved whole. */
@@ -425,7 +437,8 @@ static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 	c->w->now = bpf_ktime_get_ns();
 	if (resume_mode) {
 		ra = bpf_map_lookup_elem(&resumes, &c->w->tgid);
-		if (!ra || ra->gen != synth_gen || ra->mm != (__u64)mm) {
+		if (!ra || ra->gen != synth_gen || ra->mm != (__u64)mm ||
+		    ra->start != process_start(c->task)) {
 			/* The chunks before are not provably of this walk:
 			 * userspace reads the process again. */
 			c->w->status = SYNTH_WALK_INVALID;
@@ -455,6 +468,7 @@ static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 		next.count = c->w->count;
 		next.mm = (__u64)mm;
 		next.seq = c->w->seq;
+		next.start = process_start(c->task);
 		/* A chunk whose sequel has nowhere to resume is no walk. */
 		if (bpf_map_update_elem(&resumes, &c->w->tgid, &next, BPF_ANY))
 			c->w->status = SYNTH_WALK_INVALID;

@@ -15,5 +15,6 @@ const (
 	FaultLoseResume = bpfdump.FaultLoseResume
 	FaultResumeSeq  = bpfdump.FaultResumeSeq
 	FaultResumeMM   = bpfdump.FaultResumeMM
+	FaultResumePid  = bpfdump.FaultResumePid
 	FaultDropWalk   = bpfdump.FaultDropWalk
 )

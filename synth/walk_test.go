@@ -60,6 +60,7 @@ func TestWalkFaults(t *testing.T) {
 		{"resume-lost", synth.FaultLoseResume},
 		{"sequence-moved", synth.FaultResumeSeq},
 		{"mm-replaced", synth.FaultResumeMM},
+		{"pid-reused", synth.FaultResumePid},
 		{"walk-record-lost", synth.FaultDropWalk},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ const (
 	FaultResumeSeq        // a writer ran between its chunks: mm_lock_seq moved on
 	FaultResumeMM         // its mm was replaced between its chunks
 	FaultDropWalk         // the record that ends its walk is lost with its batch
+	FaultResumePid        // its pid was taken by another process between its chunks
 )
 
 // faultAt is a Fault and the process it happens to.
@@ -42,9 +43,10 @@ func (b *BPF) InjectFault(pid int, f Fault) {
 
 // Offsets in struct resume_at (bpf/walk.bpf.h).
 const (
-	resumeMMOff  = 24
-	resumeSeqOff = 32
-	resumeSize   = 40
+	resumeMMOff    = 24
+	resumeSeqOff   = 32
+	resumeStartOff = 40
+	resumeSize     = 48
 )
 
 // apply makes a resume fault happen before the chunks of pids run.
@@ -60,8 +62,11 @@ func (fa faultAt) apply(objs *objects, pids []int) error {
 		return fmt.Errorf("fault: resume state of %d: %w", fa.pid, err)
 	}
 	off := resumeSeqOff
-	if fa.f == FaultResumeMM {
+	switch fa.f {
+	case FaultResumeMM:
 		off = resumeMMOff
+	case FaultResumePid:
+		off = resumeStartOff
 	}
 	binary.NativeEndian.PutUint32(v[off:], binary.NativeEndian.Uint32(v[off:])+2)
 	return objs.Resumes.Put(fa.pid, v)
