@@ -118,17 +118,20 @@ func TestDumpLockedProcess(t *testing.T) {
 	watchdog := time.AfterFunc(30*time.Second, abort)
 	defer watchdog.Stop()
 	pids := fmt.Sprintf("%d,%d", hung.Pid, other.Pid)
-	for _, tc := range []struct {
+	type run struct {
 		name string
 		args []string
-	}{
+	}
+	runs := []run{
 		{"iter", []string{"--walk", "iter"}},
 		{"iter-pids", []string{"--walk", "iter", "-p", pids}},
 		{"auto", nil},
 		{"auto-pids", []string{"-p", pids}},
-		{"procmaps", []string{"--method", "procmaps"}},
-		{"procquery", []string{"--method", "procquery"}},
-	} {
+	}
+	for _, m := range procMethods(t) {
+		runs = append(runs, run{m, []string{"--method", m}})
+	}
+	for _, tc := range runs {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "perf.data")
 			args := append([]string{"dump", "--data", "--buildid-timeout", "2s", "-o", file}, tc.args...)

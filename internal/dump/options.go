@@ -41,8 +41,8 @@ type Options struct {
 	BuildIDTimeout time.Duration
 	// ProcMapTimeout bounds how long a dump waits for a process's mmap
 	// lock: in the kernel's task_vma iterator, and in the reads of
-	// /proc/PID/maps (which take the lock before 6.16); 0 means
-	// DefaultProcMapTimeout. A process whose lock is held longer (a
+	// /proc/PID/maps where the kernel takes the lock for them (6.1 does,
+	// 6.18 does not); 0 means DefaultProcMapTimeout. A process whose lock is held longer (a
 	// writer stuck while holding it) is left out and named in
 	// Stats.LockedOut, as perf record's --proc-map-timeout leaves the
 	// rest of a slow /proc/PID/maps out.
