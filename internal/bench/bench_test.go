@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -139,5 +140,21 @@ func TestSkip(t *testing.T) {
 		if slices.Contains(names, gone) {
 			t.Errorf("%s not left out: %v", gone, names)
 		}
+	}
+}
+
+// The host's description tells machines apart: the CPU model, and each
+// vulnerability's mitigation as the kernel reports it.
+func TestReadHostMachine(t *testing.T) {
+	h := ReadHost()
+	if runtime.GOARCH == "amd64" && h.CPUModel == "" {
+		t.Error("no CPU model from /proc/cpuinfo")
+	}
+	ents, err := os.ReadDir("/sys/devices/system/cpu/vulnerabilities")
+	if err == nil && len(h.Mitigations) != len(ents) {
+		t.Errorf("%d mitigations read, %d in sysfs", len(h.Mitigations), len(ents))
+	}
+	if m, ok := h.Mitigations["meltdown"]; ok && strings.Contains(m, "PTI") != (h.pti() != "") {
+		t.Errorf("meltdown %q, but the table says %q", m, h.pti())
 	}
 }

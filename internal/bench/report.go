@@ -13,13 +13,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Host describes the machine and its load when measured.
+// Host describes the machine and its load when measured: what makes
+// ratios differ between machines (the CPU, and the mitigations that make
+// syscalls and page-table switches cost more) as well as the counts.
 type Host struct {
-	Kernel    string `json:"kernel"`
-	CPUs      int    `json:"cpus"`
-	MemBytes  uint64 `json:"mem_bytes"`
-	Processes int    `json:"processes"`
-	VMAs      int    `json:"vmas"`
+	Kernel   string `json:"kernel"`
+	CPUModel string `json:"cpu_model"`
+	CPUs     int    `json:"cpus"`
+	MemBytes uint64 `json:"mem_bytes"`
+	// Mitigations are the kernel's words for each CPU vulnerability
+	// (/sys/devices/system/cpu/vulnerabilities), by name.
+	Mitigations map[string]string `json:"mitigations"`
+	Processes   int               `json:"processes"`
+	VMAs        int               `json:"vmas"`
 }
 
 // ReadHost describes this host now. VMAs counts the lines of every
@@ -29,8 +35,8 @@ func ReadHost() Host {
 	unix.Uname(&uts)
 	var si unix.Sysinfo_t
 	unix.Sysinfo(&si)
-	h := Host{Kernel: unix.ByteSliceToString(uts.Release[:]), CPUs: runtime.NumCPU(),
-		MemBytes: si.Totalram * uint64(si.Unit)}
+	h := Host{Kernel: unix.ByteSliceToString(uts.Release[:]), CPUModel: cpuModel(), CPUs: runtime.NumCPU(),
+		MemBytes: si.Totalram * uint64(si.Unit), Mitigations: mitigations()}
 	pids, _ := procfs.Pids()
 	h.Processes = len(pids)
 	for _, pid := range pids {
@@ -41,10 +47,43 @@ func ReadHost() Host {
 	return h
 }
 
+// cpuModel is the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// mitigations reads /sys/devices/system/cpu/vulnerabilities.
+func mitigations() map[string]string {
+	const dir = "/sys/devices/system/cpu/vulnerabilities"
+	ents, _ := os.ReadDir(dir)
+	m := make(map[string]string, len(ents))
+	for _, e := range ents {
+		if b, err := os.ReadFile(dir + "/" + e.Name()); err == nil {
+			m[e.Name()] = strings.TrimSpace(string(b))
+		}
+	}
+	return m
+}
+
+// pti says whether the kernel isolates its page tables (Meltdown's
+// mitigation), which doubles what a syscall costs.
+func (h Host) pti() string {
+	if strings.Contains(h.Mitigations["meltdown"], "PTI") {
+		return ", PTI"
+	}
+	return ""
+}
+
 // WriteTable prints results as a table.
 func WriteTable(w io.Writer, h Host, res []Result) error {
-	fmt.Fprintf(w, "host: Linux %s, %d CPUs, %.1f GiB, %d processes, %d VMAs\n",
-		h.Kernel, h.CPUs, float64(h.MemBytes)/(1<<30), h.Processes, h.VMAs)
+	fmt.Fprintf(w, "host: Linux %s, %s%s, %d CPUs, %.1f GiB, %d processes, %d VMAs\n",
+		h.Kernel, h.CPUModel, h.pti(), h.CPUs, float64(h.MemBytes)/(1<<30), h.Processes, h.VMAs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "method\tmedian\tmin\tmax\tmappings\trecords\tns/VMA\tpeak RSS\tvs bpf\t")
 	for _, r := range res {
