@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cilium/ebpf"
+
 	"golang.org/x/sys/unix"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
@@ -82,12 +84,11 @@ func (b *BPF) resolvePending(d *dump.Assembler, others func(fileIdent) []buildid
 		}
 		d.Stats.FilesRead++
 		if !res.Volatile {
-			// The cache is an LRU: a put makes room. One that fails
-			// all the same is a miss: the next dump reads the file
-			// again, and this one has its ID from found.
+			// A put that fails is a miss: the next dump reads the
+			// file again, and this one has its ID from found.
 			id := synthbpf.SynthSynthBuildId{Size: uint8(len(res.ID))}
 			copy(id.Id[:], res.ID)
-			if b.objs.BuildIds.Put(&j.key, &id) != nil {
+			if b.cachePut(&j.key, &id) != nil {
 				d.Stats.BuildIDsUncached++
 			}
 		}
@@ -140,4 +141,29 @@ func sameFile(st *mapread.Stat, key *synthbpf.SynthSynthFileKey) bool {
 	return st.Ino == key.Ino && uint32(dev) == key.Dev &&
 		st.Ctime.Sec == key.CtimeSec && uint32(st.Ctime.Nsec)&(1<<30-1) == key.CtimeNsec &&
 		st.Mtime.Sec == key.MtimeSec && uint32(st.Mtime.Nsec) == key.MtimeNsec
+}
+
+// cachePut puts a build ID into the cache. A full cache is emptied
+// first: a new generation of it, whose files are read again as the dumps
+// meet them (bpf/buildid.bpf.h).
+func (b *BPF) cachePut(key *synthbpf.SynthSynthFileKey, id *synthbpf.SynthSynthBuildId) error {
+	err := b.objs.BuildIds.Put(key, id)
+	if !errors.Is(err, unix.E2BIG) {
+		return err
+	}
+	var (
+		k    synthbpf.SynthSynthFileKey
+		v    synthbpf.SynthSynthBuildId
+		keys []synthbpf.SynthSynthFileKey
+		it   = b.objs.BuildIds.Iterate()
+	)
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	for i := range keys {
+		if err := b.objs.BuildIds.Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("empty the build-ID cache: %w", err)
+		}
+	}
+	return b.objs.BuildIds.Put(key, id)
 }
