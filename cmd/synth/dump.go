@@ -29,11 +29,12 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		warmup    = fs.Int("warmup", 0, "dump `N` times first and write nothing of it: a benchmark's warm build-ID cache")
 		nsFlag    = fs.Bool("namespaces", false, "add a NAMESPACES record for every task, as perf record --namespaces")
 		cgroups   = fs.Bool("all-cgroups", false, "add a CGROUP record for every cgroup, as perf record --all-cgroups")
+		verbose   = fs.Bool("v", false, "print where the time went (loading, then the dump's phases) and the maple walk's counts")
 		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
 	)
 	tf := addTargetFlags(fs, "dump")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [-p PID,... | -t TID,... | -u USER | -G CGROUP] [--data] [--namespaces] [--all-cgroups]\n                  [--no-bpf-event] [--no-kernel] [--no-buildid] [--buildid-timeout D] [--proc-map-timeout D]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N]")
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [-p PID,... | -t TID,... | -u USER | -G CGROUP] [--data] [--namespaces] [--all-cgroups]\n                  [--no-bpf-event] [--no-kernel] [--no-buildid] [--buildid-timeout D] [--proc-map-timeout D]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N] [-v]")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -101,6 +102,9 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	fmt.Fprintf(stderr, "synth: method %s: %d processes, %d mappings, %d records, %d lost, %v (%v with loading)\n",
 		name, st.Processes, st.Mappings, st.Records, st.Lost,
 		st.Elapsed.Round(10*time.Microsecond), time.Since(start).Round(100*time.Microsecond))
+	if *verbose {
+		printSteps(stderr, st)
+	}
 	if st.WalkFallback != "" {
 		fmt.Fprintf(stderr, "synth: walk %s, not maple: %s\n", st.Walk, st.WalkFallback)
 	}
@@ -159,4 +163,17 @@ func namePids(pids []int) string {
 		}
 	}
 	return strings.Join(s, ", ")
+}
+
+// printSteps prints where the time of a dump went, and its walk's counts.
+func printSteps(stderr io.Writer, st synth.Stats) {
+	parts := make([]string, len(st.Steps))
+	for i, s := range st.Steps {
+		parts[i] = fmt.Sprintf("%s %.2f ms", s.Name, float64(s.Took)/1e6)
+	}
+	fmt.Fprintf(stderr, "synth: time: %s\n", strings.Join(parts, ", "))
+	if st.Walk == synth.WalkMaple {
+		fmt.Fprintf(stderr, "synth: maple walk: %d chunks resumed, %d processes read again with the iterator (changed while walked)\n",
+			st.Resumed, st.WalksInvalid)
+	}
 }

@@ -225,6 +225,10 @@ type Stats struct {
 	// with more records than one object may put into the rings.
 	Resumed int
 	Elapsed time.Duration // wall time of the dump
+	// Steps say where the time went: the loading (in the first dump
+	// after it only: the BPF method's object, the kernel's BTF, maps,
+	// each program), then the dump's own phases.
+	Steps []Step
 	// ProgramTime is how long the BPF method's programs ran in the
 	// kernel during the dump, as the kernel counts it while BPF
 	// statistics are on (sysctl kernel.bpf_stats_enabled=1, or
@@ -245,4 +249,16 @@ type Stats struct {
 	// take: a miss, read again by a later dump.
 	BuildIDsUncached int
 	Cached           int // files in the build-ID cache with a build ID
+}
+
+// Step is a part of a dump, or of the loading before it, and its wall
+// time.
+type Step struct {
+	Name string
+	Took time.Duration
+}
+
+// Time appends to steps the step name, begun at start.
+func Time(steps []Step, name string, start time.Time) []Step {
+	return append(steps, Step{name, time.Since(start)})
 }

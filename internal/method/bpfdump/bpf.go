@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
@@ -98,11 +100,13 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 		b.Close()
 		return nil, err
 	}
+	start := time.Now()
 	r, err := openRings(rc, b.objs.Events)
 	if err != nil {
 		b.objs.Close()
 		return nil, err
 	}
+	b.objs.steps = dump.Time(b.objs.steps, "rings", start)
 	b.rings = r
 	if len(r.live) > 0 {
 		// Synthesized records are written under the side-band's attr.
@@ -111,10 +115,12 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 	b.iterBuf = make([]byte, readBudget(r.size))
 	chunk, budget := walkLimits(r.size)
 	b.chunk, b.walkBuf = chunk, make([]byte, budget)
+	start = time.Now()
 	b.gate, err = dump.FindGate()
 	if err == nil && !opts.NoKernel {
 		b.text, err = b.kernelText()
 	}
+	b.objs.steps = dump.Time(b.objs.steps, "kernel text", start)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -248,6 +254,7 @@ type Run struct {
 	d           *dump.Assembler
 	dups, stale int // the deduper's counts when the dump began
 	done        bool
+	writing     time.Duration // in Write
 }
 
 // Start reads the host for a dump of a new generation whose records go
@@ -265,6 +272,8 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ru
 	if b.walkWhy != nil {
 		d.Stats.WalkFallback = b.walkWhy.Error()
 	}
+	d.Stats.Steps = append(d.Stats.Steps, b.objs.steps...) // the loading, for the first dump
+	b.objs.steps = b.objs.steps[:0]
 	b.gen++
 	b.dd.begin(b.gen, MonotonicNow())
 	r := &Run{b: b, d: d, dups: b.dd.Duplicates, stale: b.dd.Stale}
@@ -278,6 +287,8 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ru
 // Write hands the held records to emit, about limit bytes of them (0:
 // all), in perf's order; after the last, it closes the dump.
 func (r *Run) Write(limit int) error {
+	start := time.Now()
+	defer func() { r.writing += time.Since(start) }()
 	done, err := r.b.hold.flushSome(limit)
 	if err == nil && done {
 		err = r.d.Finish()
@@ -295,7 +306,9 @@ func (r *Run) Done() bool { return r.done }
 func (r *Run) Stats() dump.Stats {
 	r.d.Stats.Duplicates = r.b.dd.Duplicates - r.dups
 	r.d.Stats.Stale = r.b.dd.Stale - r.stale
-	return r.d.FinishStats()
+	st := r.d.FinishStats()
+	st.Steps = append(slices.Clip(st.Steps), dump.Step{Name: "write", Took: r.writing})
+	return st
 }
 
 // read reads the host: the kernel maps, then the processes with the
@@ -304,6 +317,7 @@ func (b *BPF) read(ctx context.Context, d *dump.Assembler) error {
 	if err := b.configure(); err != nil {
 		return err
 	}
+	start := time.Now()
 	if !b.opts.NoKernel {
 		if err := d.KernelMaps(b.text); err != nil {
 			return err
@@ -315,10 +329,13 @@ func (b *BPF) read(ctx context.Context, d *dump.Assembler) error {
 	if err := d.Cgroups(); err != nil {
 		return err
 	}
+	d.Stats.Steps = dump.Time(d.Stats.Steps, "kernel maps, BPF programs", start)
 	ran := progTime(b.objs.loaded()...)
 	if err := b.readHeld(ctx, d); err != nil {
 		return err
 	}
+	d.Stats.Steps = append(d.Stats.Steps, b.objs.steps...) // programs loaded on the way
+	b.objs.steps = b.objs.steps[:0]
 	d.Stats.ProgramTime = progTime(b.objs.loaded()...) - ran
 	var lost uint64
 	if err := b.objs.SynthLost.Get(&lost); err != nil {

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/dump"
 )
 
 // objects are the maps and programs of bpf/synth.bpf.c, loaded apart so
@@ -33,15 +35,25 @@ type objects struct {
 	shared   map[string]*ebpf.Map // every map by its name, for the programs' loads
 	sections *ebpf.Collection     // owns the maps of the variables' sections
 	progs    map[string]*ebpf.Program
+	steps    []dump.Step // what loading took, until a dump takes them
 }
 
 // loadObjects loads the maps and variables; programs load with program.
 func loadObjects() (*objects, error) {
+	start := time.Now()
 	spec, err := synthbpf.LoadSynth()
 	if err != nil {
 		return nil, fmt.Errorf("read BPF object: %w", err)
 	}
 	o := &objects{spec: spec, cache: btf.NewCache(), progs: make(map[string]*ebpf.Program)}
+	o.steps = dump.Time(o.steps, "BPF object", start)
+	start = time.Now()
+	if _, err := o.cache.Kernel(); err != nil {
+		return nil, fmt.Errorf("read the kernel's BTF: %w", err)
+	}
+	o.steps = dump.Time(o.steps, "kernel BTF", start)
+	start = time.Now()
+	defer func() { o.steps = dump.Time(o.steps, "maps", start) }()
 	mapsOnly := spec.Copy()
 	mapsOnly.Programs = nil
 	coll, err := ebpf.NewCollectionWithOptions(mapsOnly, ebpf.CollectionOptions{Cache: o.cache})
@@ -78,6 +90,8 @@ func (o *objects) program(name string) (*ebpf.Program, error) {
 	if !ok {
 		return nil, fmt.Errorf("no program %s in the BPF object", name)
 	}
+	start := time.Now()
+	defer func() { o.steps = dump.Time(o.steps, name, start) }()
 	spec := *o.spec
 	spec.Programs = map[string]*ebpf.ProgramSpec{name: ps}
 	coll, err := ebpf.NewCollectionWithOptions(&spec, ebpf.CollectionOptions{Cache: o.cache, MapReplacements: o.shared})

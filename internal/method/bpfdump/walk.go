@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -349,6 +350,7 @@ func (b *BPF) readHeld(ctx context.Context, d *dump.Assembler) error {
 	h.reset(d)
 	d.Trailed = true
 	var err error
+	start := time.Now()
 	if b.walk == dump.WalkIter {
 		err = b.readVMAIter(ctx, d, h)
 	} else {
@@ -357,6 +359,9 @@ func (b *BPF) readHeld(ctx context.Context, d *dump.Assembler) error {
 	if err != nil {
 		return err
 	}
+	d.Stats.Steps = dump.Time(d.Stats.Steps, "walk", start)
+	start = time.Now()
+	defer func() { d.Stats.Steps = dump.Time(d.Stats.Steps, "build IDs, hold", start) }()
 	if !b.opts.NoBuildID {
 		ids, err := b.resolvePending(d, h.mappingsOf)
 		if err != nil {
