@@ -46,6 +46,8 @@ type Result struct {
 	NsPerMapping float64 `json:"ns_per_mapping"`
 	PeakRSSBytes int64   `json:"peak_rss_bytes"`
 	RatioToBPF   float64 `json:"ratio_to_bpf"`
+	// CPUNs is the median user+system time of the whole process.
+	CPUNs int64 `json:"cpu_ns"`
 }
 
 // method is one way to run a synthesis.
@@ -58,6 +60,9 @@ type method struct {
 	// cmd's wall time less base's, run right before it, and parse's
 	// time is not used.
 	base func() *exec.Cmd
+	// whole: the method's time is cmd's wall time, all of it (the
+	// whole-command rows), and parse's time is not used.
+	whole bool
 }
 
 func (c *Config) methods(tmp string) []method {
@@ -99,7 +104,36 @@ func (c *Config) methods(tmp string) []method {
 			method{name: "perf-mt", cmd: perf(c.Threads), parse: parsePerf},
 			c.perfBuildID(filepath.Join(tmp, "perf-buildid.data")))
 	}
-	return ms
+	return append(ms, c.wholeCommands(tmp)...)
+}
+
+// wholeCommands are the rows a user timing one command against another
+// sees: a fresh process from exec to exit, loading included, writing a
+// perf.data of the whole host (kernel maps and BPF programs too). synth
+// dump with build IDs (whole-synth) and without (whole-synth-nobuildid)
+// against perf record's synthesis-only run (whole-perf) and that run
+// with build IDs read from the files (whole-perf-buildid). perf runs
+// with --no-bpf-event, as its side-band thread would add a one-second
+// poll at its end; synth leaves the BPF events out likewise.
+func (c *Config) wholeCommands(tmp string) []method {
+	synth := func(name string, args ...string) method {
+		out := filepath.Join(tmp, name+".data")
+		return method{name: name, whole: true, cmd: func() *exec.Cmd {
+			return exec.Command(c.Synth, append([]string{"dump", "--no-bpf-event", "-o", out}, args...)...)
+		}, parse: func(string, string) (time.Duration, int, int, error) { return countRecords(out) }}
+	}
+	ms := []method{synth("whole-synth"), synth("whole-synth-nobuildid", "--no-buildid")}
+	if c.Perf == "" {
+		return ms
+	}
+	perf := func(name string, args ...string) method {
+		out := filepath.Join(tmp, name+".data")
+		return method{name: name, whole: true, cmd: func() *exec.Cmd {
+			return exec.Command(c.Perf, append(append([]string{"record", "-q", "-a", "-e", "dummy", "--no-bpf-event",
+				"--synth=all", "-o", out}, args...), "--", "true")...)
+		}, parse: func(string, string) (time.Duration, int, int, error) { return countRecords(out) }}
+	}
+	return append(ms, perf("whole-perf"), perf("whole-perf-buildid", "--buildid-mmap"))
 }
 
 // perfBuildID is perf's synthesis as perf record does it by default
@@ -153,7 +187,7 @@ func countRecords(path string) (time.Duration, int, int, error) {
 
 // run is one run's measurements.
 type run struct {
-	d                 time.Duration
+	d, cpu            time.Duration
 	mappings, records int
 	rss               int64
 }
@@ -213,11 +247,15 @@ func runOnce(ctx context.Context, m method) (run, error) {
 	if m.base != nil {
 		d = max(wall-base, 0)
 	}
+	if m.whole {
+		d = wall
+	}
 	var rss int64
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		rss = ru.Maxrss << 10 // KiB
 	}
-	return run{d: d, mappings: mappings, records: records, rss: rss}, nil
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return run{d: d, mappings: mappings, records: records, rss: rss, cpu: cpu}, nil
 }
 
 // runCmd runs cmd to its end and returns its output and wall time.
@@ -271,15 +309,17 @@ func summarize(ms []method, runs [][]run, vmas int) []Result {
 	res := make([]Result, len(ms))
 	for i, m := range ms {
 		ds := make([]int64, len(runs[i]))
+		cpus := make([]int64, len(runs[i]))
 		var rss int64
 		for j, r := range runs[i] {
-			ds[j] = int64(r.d)
+			ds[j], cpus[j] = int64(r.d), int64(r.cpu)
 			rss = max(rss, r.rss)
 		}
 		slices.Sort(ds)
+		slices.Sort(cpus)
 		last := runs[i][len(runs[i])-1]
 		res[i] = Result{Name: m.name, MedianNs: ds[len(ds)/2], MinNs: ds[0], MaxNs: ds[len(ds)-1],
-			Mappings: last.mappings, Records: last.records, PeakRSSBytes: rss}
+			Mappings: last.mappings, Records: last.records, PeakRSSBytes: rss, CPUNs: cpus[len(cpus)/2]}
 		if vmas > 0 {
 			res[i].NsPerMapping = float64(res[i].MedianNs) / float64(vmas)
 		}

@@ -85,11 +85,11 @@ func WriteTable(w io.Writer, h Host, res []Result) error {
 	fmt.Fprintf(w, "host: Linux %s, %s%s, %d CPUs, %.1f GiB, %d processes, %d VMAs\n",
 		h.Kernel, h.CPUModel, h.pti(), h.CPUs, float64(h.MemBytes)/(1<<30), h.Processes, h.VMAs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "method\tmedian\tmin\tmax\tmappings\trecords\tns/VMA\tpeak RSS\tvs bpf\t")
+	fmt.Fprintln(tw, "method\tmedian\tmin\tmax\tmappings\trecords\tns/VMA\tpeak RSS\tvs bpf\tCPU\t")
 	for _, r := range res {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f\t%.1f MiB\t%.2f×\t\n", r.Name,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f\t%.1f MiB\t%.2f×\t%s\t\n", r.Name,
 			ms(r.MedianNs), ms(r.MinNs), ms(r.MaxNs), r.Mappings, r.Records, r.NsPerMapping,
-			float64(r.PeakRSSBytes)/(1<<20), r.RatioToBPF)
+			float64(r.PeakRSSBytes)/(1<<20), r.RatioToBPF, ms(r.CPUNs))
 	}
 	return tw.Flush()
 }
