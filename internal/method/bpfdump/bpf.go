@@ -106,7 +106,7 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 		b.objs.Close()
 		return nil, err
 	}
-	b.objs.steps = dump.Time(b.objs.steps, "rings", start)
+	b.objs.step("rings", start)
 	b.rings = r
 	if len(r.live) > 0 {
 		// Synthesized records are written under the side-band's attr.
@@ -120,7 +120,7 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 	if err == nil && !opts.NoKernel {
 		b.text, err = b.kernelText()
 	}
-	b.objs.steps = dump.Time(b.objs.steps, "kernel text", start)
+	b.objs.step("kernel text", start)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -134,6 +134,7 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 // also needs for the processes whose maple walk did not hold. An
 // explicit --walk maple the kernel cannot run is an error.
 func (b *BPF) loadPrograms() error {
+	b.objs.preload(synthbpf.SynthProgDumpVma) // every walk needs it
 	probe, err := b.objs.program(synthbpf.SynthProgProbe)
 	if err == nil {
 		_, err = probe.Run(&ebpf.RunOptions{})
@@ -272,8 +273,7 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ru
 	if b.walkWhy != nil {
 		d.Stats.WalkFallback = b.walkWhy.Error()
 	}
-	d.Stats.Steps = append(d.Stats.Steps, b.objs.steps...) // the loading, for the first dump
-	b.objs.steps = b.objs.steps[:0]
+	d.Stats.Steps = append(d.Stats.Steps, b.objs.takeSteps()...) // the loading, for the first dump
 	b.gen++
 	b.dd.begin(b.gen, MonotonicNow())
 	r := &Run{b: b, d: d, dups: b.dd.Duplicates, stale: b.dd.Stale}
@@ -334,8 +334,7 @@ func (b *BPF) read(ctx context.Context, d *dump.Assembler) error {
 	if err := b.readHeld(ctx, d); err != nil {
 		return err
 	}
-	d.Stats.Steps = append(d.Stats.Steps, b.objs.steps...) // programs loaded on the way
-	b.objs.steps = b.objs.steps[:0]
+	d.Stats.Steps = append(d.Stats.Steps, b.objs.takeSteps()...) // programs loaded on the way
 	d.Stats.ProgramTime = progTime(b.objs.loaded()...) - ran
 	var lost uint64
 	if err := b.objs.SynthLost.Get(&lost); err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -34,56 +36,105 @@ type objects struct {
 	synthbpf.SynthVariables
 	shared   map[string]*ebpf.Map // every map by its name, for the programs' loads
 	sections *ebpf.Collection     // owns the maps of the variables' sections
-	progs    map[string]*ebpf.Program
+	mu       sync.Mutex
+	progs    map[string]*progLoad
 	steps    []dump.Step // what loading took, until a dump takes them
 }
 
+// progLoad is the load of one program, done or under way.
+type progLoad struct {
+	done chan struct{}
+	p    *ebpf.Program // once done; nil if the load failed
+	err  error
+}
+
 // loadObjects loads the maps and variables; programs load with program.
+// The kernel's BTF, which every program's load needs, is parsed on a
+// goroutine of its own meanwhile.
 func loadObjects() (*objects, error) {
+	o := &objects{cache: btf.NewCache(), progs: make(map[string]*progLoad)}
+	kernel := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		_, err := o.cache.Kernel()
+		o.step("kernel BTF", start)
+		kernel <- err
+	}()
 	start := time.Now()
 	spec, err := synthbpf.LoadSynth()
 	if err != nil {
+		<-kernel
 		return nil, fmt.Errorf("read BPF object: %w", err)
 	}
-	o := &objects{spec: spec, cache: btf.NewCache(), progs: make(map[string]*ebpf.Program)}
-	o.steps = dump.Time(o.steps, "BPF object", start)
+	o.spec = spec
+	o.step("BPF object", start)
 	start = time.Now()
-	if _, err := o.cache.Kernel(); err != nil {
-		return nil, fmt.Errorf("read the kernel's BTF: %w", err)
-	}
-	o.steps = dump.Time(o.steps, "kernel BTF", start)
-	start = time.Now()
-	defer func() { o.steps = dump.Time(o.steps, "maps", start) }()
 	mapsOnly := spec.Copy()
 	mapsOnly.Programs = nil
 	coll, err := ebpf.NewCollectionWithOptions(mapsOnly, ebpf.CollectionOptions{Cache: o.cache})
 	if err != nil {
+		<-kernel
 		return nil, loadError("load BPF maps", err)
 	}
+	o.step("maps", start)
 	o.shared = maps.Clone(coll.Maps)
 	o.sections = coll
-	if err := coll.Assign(&o.SynthMaps); err != nil {
-		coll.Close()
-		return nil, err
+	err = errors.Join(coll.Assign(&o.SynthMaps), coll.Assign(&o.SynthVariables))
+	if kerr := <-kernel; kerr != nil && err == nil {
+		err = fmt.Errorf("read the kernel's BTF: %w", kerr)
 	}
-	if err := coll.Assign(&o.SynthVariables); err != nil {
+	if err != nil {
 		o.Close()
 		return nil, err
 	}
 	return o, nil
 }
 
-// program returns the program name, loading it on first use. A program
-// that failed to load fails again without a second try.
+// step notes what a step of loading took.
+func (o *objects) step(name string, start time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.steps = dump.Time(o.steps, name, start)
+}
+
+// takeSteps returns the steps noted since it was last called.
+func (o *objects) takeSteps() []dump.Step {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := slices.Clone(o.steps)
+	o.steps = o.steps[:0]
+	return s
+}
+
+// program returns the program name, loading it on first use, or waiting
+// for the load preload started. A program that failed to load fails
+// again without a second try.
 func (o *objects) program(name string) (*ebpf.Program, error) {
-	if p, ok := o.progs[name]; ok {
-		if p == nil {
-			return nil, fmt.Errorf("program %s: %w", name, errNotLoaded)
-		}
-		return p, nil
+	l := o.preload(name)
+	<-l.done
+	return l.p, l.err
+}
+
+// preload starts the load of program name on a goroutine, unless it is
+// loaded or loading: on two CPUs, the verifier checks two programs at
+// once.
+func (o *objects) preload(name string) *progLoad {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if l, ok := o.progs[name]; ok {
+		return l
 	}
+	l := &progLoad{done: make(chan struct{})}
+	o.progs[name] = l
+	go func() {
+		defer close(l.done)
+		l.p, l.err = o.load(name)
+	}()
+	return l
+}
+
+func (o *objects) load(name string) (*ebpf.Program, error) {
 	if name == refused {
-		o.progs[name] = nil
 		return nil, fmt.Errorf("load BPF program %s: %w", name, errRefused)
 	}
 	ps, ok := o.spec.Programs[name]
@@ -91,18 +142,15 @@ func (o *objects) program(name string) (*ebpf.Program, error) {
 		return nil, fmt.Errorf("no program %s in the BPF object", name)
 	}
 	start := time.Now()
-	defer func() { o.steps = dump.Time(o.steps, name, start) }()
+	defer o.step(name, start)
 	spec := *o.spec
 	spec.Programs = map[string]*ebpf.ProgramSpec{name: ps}
 	coll, err := ebpf.NewCollectionWithOptions(&spec, ebpf.CollectionOptions{Cache: o.cache, MapReplacements: o.shared})
 	if err != nil {
-		o.progs[name] = nil
 		return nil, loadError("load BPF program "+name, err)
 	}
 	defer coll.Close()
-	p := coll.DetachProgram(name)
-	o.progs[name] = p
-	return p, nil
+	return coll.DetachProgram(name), nil
 }
 
 // refused is a program that fails to load as if the kernel lacked what
@@ -119,15 +167,18 @@ func RefuseProgram(name string) (restore func()) {
 	return func() { refused = "" }
 }
 
-// errNotLoaded is a program's error after its load failed once.
-var errNotLoaded = errors.New("did not load on this kernel")
-
 // loaded returns the programs loaded so far, for their run times.
 func (o *objects) loaded() []*ebpf.Program {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	var ps []*ebpf.Program
-	for _, p := range o.progs {
-		if p != nil {
-			ps = append(ps, p)
+	for _, l := range o.progs {
+		select {
+		case <-l.done:
+			if l.p != nil {
+				ps = append(ps, l.p)
+			}
+		default:
 		}
 	}
 	return ps
@@ -139,9 +190,10 @@ func (o *objects) Close() error {
 		return nil
 	}
 	var errs []error
-	for name, p := range o.progs {
-		if p != nil {
-			errs = append(errs, p.Close())
+	for name, l := range o.progs {
+		<-l.done
+		if l.p != nil {
+			errs = append(errs, l.p.Close())
 		}
 		delete(o.progs, name)
 	}
