@@ -104,11 +104,24 @@ static __always_inline void file_key(struct file *file, struct synth_file_key *k
  * pid; the first mapping noted for a file stays. A full map notes no
  * more: those files are written without a build ID this time, and noted
  * by the next dump. */
-static __always_inline void pend(struct synth_file_key *k, __u32 pid, __u64 start, __u64 end)
+static __always_inline bool pend(struct synth_file_key *k, __u32 pid, __u64 start, __u64 end)
 {
 	struct synth_pending p = { .start = start, .end = end, .pid = pid };
 
-	bpf_map_update_elem(&pending, k, &p, BPF_NOEXIST);
+	return bpf_map_update_elem(&pending, k, &p, BPF_NOEXIST) == 0;
+}
+
+/* Fills the record that tells userspace of a file pend() just noted. */
+static __always_inline void fill_pending_rec(struct synth_pending_rec *pr, struct synth_file_key *k,
+					     __u32 pid, __u64 start, __u64 end)
+{
+	pr->header.type = SYNTH_RECORD_PENDING;
+	pr->header.misc = 0;
+	pr->header.size = sizeof(*pr) - sizeof(pr->h);
+	pr->pid = pr->tid = pid;
+	pr->key = *k;
+	pr->start = start;
+	pr->end = end;
 }
 
 #endif /* SYNTH_BUILDID_BPF_H */

@@ -336,19 +336,20 @@ static __always_inline void fill_ident(struct synth_mmap2 *r, struct synth_file_
  * userspace to read, through this mapping unless one is noted already:
  * the maple walk's fallback reads processes whose walk stopped before
  * it reached their later files. */
-static __always_inline void fill_file(struct synth_mmap2 *r, struct file *file,
-				      struct vm_area_struct *vma)
+static __always_inline bool fill_file(struct synth_mmap2 *r, struct file *file,
+				      struct vm_area_struct *vma, struct synth_file_key *k)
 {
-	struct synth_file_key k;
 	struct synth_build_id *id = NULL;
+	bool pended = false;
 
-	file_key(file, &k);
+	file_key(file, k);
 	if (synth_flags & SYNTH_CFG_BUILDID) {
-		id = bpf_map_lookup_elem(&build_ids, &k);
+		id = bpf_map_lookup_elem(&build_ids, k);
 		if (!id)
-			pend(&k, r->pid, vma->vm_start, vma->vm_end);
+			pended = pend(k, r->pid, vma->vm_start, vma->vm_end);
 	}
-	fill_ident(r, &k, id);
+	fill_ident(r, k, id);
+	return pended;
 }
 
 /* The fields of an MMAP2 record that the VMA's bounds and flags give. */
@@ -405,10 +406,12 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
 	struct vm_area_struct *vma = ctx->vma;
+	struct synth_pending_rec pr;
 	struct synth_mmap2 *r;
 	struct file *file;
 	__u32 zero = 0, tid;
 	__u64 vmf, now;
+	bool pended = false;
 	long n;
 
 	if (ctx->meta->session_id < vma_session_min)
@@ -436,7 +439,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 
 	file = vma->vm_file;
 	if (file) {
-		fill_file(r, file, vma);
+		pended = fill_file(r, file, vma, &pr.key);
 		r->pgoff = (__u64)vma->vm_pgoff << PAGE_SHIFT;
 		n = bpf_d_path((struct path *)&file->f_path, r->filename,
 			       sizeof(r->filename));
@@ -449,6 +452,11 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 		n = anon_name(vma, r->filename);
 	}
 	emit(ctx, seq, &r->h, finish_mmap2(r, n));
+	if (pended) {
+		pr.h.time = now;
+		fill_pending_rec(&pr, &pr.key, task->tgid, vma->vm_start, vma->vm_end);
+		emit(ctx, seq, &pr.h, sizeof(pr));
+	}
 	return 0;
 }
 

@@ -161,6 +161,19 @@ struct synth_walk {
  * identity and name from that one. */
 #define SYNTH_RECORD_MMAP2_NEXT 0x5e01
 
+/* A synth-private record: a file new to the build-ID cache, just noted
+ * in pending, and the mapping it was noted with; userspace starts reading
+ * its build ID at once, while the walk goes on. */
+#define SYNTH_RECORD_PENDING 0x5e02
+
+struct synth_pending_rec {
+	struct synth_hdr h;
+	struct perf_event_header header;
+	__u32 pid, tid;
+	struct synth_file_key key;
+	__u64 start, end;
+};
+
 struct synth_mmap2_next {
 	struct synth_hdr h;
 	struct perf_event_header header; /* misc as the full record's */

@@ -30,14 +30,14 @@ type SynthClaim struct {
 }
 
 type SynthLastFile struct {
-	_    structs.HostLayout
-	File uint64
-	Prev uint64
-	Key  SynthSynthFileKey
-	Id   SynthSynthBuildId
-	Len  uint32
-	Pad  uint32
-	Path [4096]int8
+	_      structs.HostLayout
+	File   uint64
+	Prev   uint64
+	Key    SynthSynthFileKey
+	Id     SynthSynthBuildId
+	Len    uint32
+	Pended uint32
+	Path   [4096]int8
 }
 
 type SynthMwState struct {
@@ -157,6 +157,22 @@ type SynthSynthPending struct {
 	Pad   uint32
 }
 
+type SynthSynthPendingRec struct {
+	_      structs.HostLayout
+	H      SynthSynthHdr
+	Header struct {
+		_    structs.HostLayout
+		Type uint32
+		Misc uint16
+		Size uint16
+	}
+	Pid   uint32
+	Tid   uint32
+	Key   SynthSynthFileKey
+	Start uint64
+	End   uint64
+}
+
 type SynthSynthWalk struct {
 	_      structs.HostLayout
 	H      SynthSynthHdr
@@ -179,40 +195,41 @@ type SynthSynthWalk struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SynthMapBatches              = "batches"
-	SynthMapBuildIds             = "build_ids"
-	SynthMapClaims               = "claims"
-	SynthMapEvents               = "events"
-	SynthMapLastFiles            = "last_files"
-	SynthMapMwScratch            = "mw_scratch"
-	SynthMapPending              = "pending"
-	SynthMapResumes              = "resumes"
-	SynthMapScratch              = "scratch"
-	SynthProgDumpTask            = "dump_task"
-	SynthProgDumpTasks           = "dump_tasks"
-	SynthProgDumpVma             = "dump_vma"
-	SynthProgProbe               = "probe"
-	SynthProgSessionProbe        = "session_probe"
-	SynthProgWalkMaple           = "walk_maple"
-	SynthProgWalkVma             = "walk_vma"
-	SynthVarChunkLimit           = "chunk_limit"
-	SynthVarFailTgid             = "fail_tgid"
-	SynthVarLastTid              = "last_tid"
-	SynthVarResumeMode           = "resume_mode"
-	SynthVarSessionLast          = "session_last"
-	SynthVarSynthFlags           = "synth_flags"
-	SynthVarSynthGen             = "synth_gen"
-	SynthVarSynthLost            = "synth_lost"
-	SynthVarSynthNsDev           = "synth_ns_dev"
-	SynthVarSynthSeq             = "synth_seq"
-	SynthVarTextEnd              = "text_end"
-	SynthVarTextStart            = "text_start"
-	SynthVarUnusedSynthMmap2Next = "unused_synth_mmap2_next"
-	SynthVarUnusedSynthWalk      = "unused_synth_walk"
-	SynthVarVmaSessionMin        = "vma_session_min"
-	SynthVarWalkOk               = "walk_ok"
-	SynthVarWalked               = "walked"
-	SynthVarWalksInvalid         = "walks_invalid"
+	SynthMapBatches               = "batches"
+	SynthMapBuildIds              = "build_ids"
+	SynthMapClaims                = "claims"
+	SynthMapEvents                = "events"
+	SynthMapLastFiles             = "last_files"
+	SynthMapMwScratch             = "mw_scratch"
+	SynthMapPending               = "pending"
+	SynthMapResumes               = "resumes"
+	SynthMapScratch               = "scratch"
+	SynthProgDumpTask             = "dump_task"
+	SynthProgDumpTasks            = "dump_tasks"
+	SynthProgDumpVma              = "dump_vma"
+	SynthProgProbe                = "probe"
+	SynthProgSessionProbe         = "session_probe"
+	SynthProgWalkMaple            = "walk_maple"
+	SynthProgWalkVma              = "walk_vma"
+	SynthVarChunkLimit            = "chunk_limit"
+	SynthVarFailTgid              = "fail_tgid"
+	SynthVarLastTid               = "last_tid"
+	SynthVarResumeMode            = "resume_mode"
+	SynthVarSessionLast           = "session_last"
+	SynthVarSynthFlags            = "synth_flags"
+	SynthVarSynthGen              = "synth_gen"
+	SynthVarSynthLost             = "synth_lost"
+	SynthVarSynthNsDev            = "synth_ns_dev"
+	SynthVarSynthSeq              = "synth_seq"
+	SynthVarTextEnd               = "text_end"
+	SynthVarTextStart             = "text_start"
+	SynthVarUnusedSynthMmap2Next  = "unused_synth_mmap2_next"
+	SynthVarUnusedSynthPendingRec = "unused_synth_pending_rec"
+	SynthVarUnusedSynthWalk       = "unused_synth_walk"
+	SynthVarVmaSessionMin         = "vma_session_min"
+	SynthVarWalkOk                = "walk_ok"
+	SynthVarWalked                = "walked"
+	SynthVarWalksInvalid          = "walks_invalid"
 )
 
 // LoadSynth returns the embedded CollectionSpec for Synth.
@@ -285,24 +302,25 @@ type SynthMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthVariableSpecs struct {
-	ChunkLimit           *ebpf.VariableSpec `ebpf:"chunk_limit"`
-	FailTgid             *ebpf.VariableSpec `ebpf:"fail_tgid"`
-	LastTid              *ebpf.VariableSpec `ebpf:"last_tid"`
-	ResumeMode           *ebpf.VariableSpec `ebpf:"resume_mode"`
-	SessionLast          *ebpf.VariableSpec `ebpf:"session_last"`
-	SynthFlags           *ebpf.VariableSpec `ebpf:"synth_flags"`
-	SynthGen             *ebpf.VariableSpec `ebpf:"synth_gen"`
-	SynthLost            *ebpf.VariableSpec `ebpf:"synth_lost"`
-	SynthNsDev           *ebpf.VariableSpec `ebpf:"synth_ns_dev"`
-	SynthSeq             *ebpf.VariableSpec `ebpf:"synth_seq"`
-	TextEnd              *ebpf.VariableSpec `ebpf:"text_end"`
-	TextStart            *ebpf.VariableSpec `ebpf:"text_start"`
-	UnusedSynthMmap2Next *ebpf.VariableSpec `ebpf:"unused_synth_mmap2_next"`
-	UnusedSynthWalk      *ebpf.VariableSpec `ebpf:"unused_synth_walk"`
-	VmaSessionMin        *ebpf.VariableSpec `ebpf:"vma_session_min"`
-	WalkOk               *ebpf.VariableSpec `ebpf:"walk_ok"`
-	Walked               *ebpf.VariableSpec `ebpf:"walked"`
-	WalksInvalid         *ebpf.VariableSpec `ebpf:"walks_invalid"`
+	ChunkLimit            *ebpf.VariableSpec `ebpf:"chunk_limit"`
+	FailTgid              *ebpf.VariableSpec `ebpf:"fail_tgid"`
+	LastTid               *ebpf.VariableSpec `ebpf:"last_tid"`
+	ResumeMode            *ebpf.VariableSpec `ebpf:"resume_mode"`
+	SessionLast           *ebpf.VariableSpec `ebpf:"session_last"`
+	SynthFlags            *ebpf.VariableSpec `ebpf:"synth_flags"`
+	SynthGen              *ebpf.VariableSpec `ebpf:"synth_gen"`
+	SynthLost             *ebpf.VariableSpec `ebpf:"synth_lost"`
+	SynthNsDev            *ebpf.VariableSpec `ebpf:"synth_ns_dev"`
+	SynthSeq              *ebpf.VariableSpec `ebpf:"synth_seq"`
+	TextEnd               *ebpf.VariableSpec `ebpf:"text_end"`
+	TextStart             *ebpf.VariableSpec `ebpf:"text_start"`
+	UnusedSynthMmap2Next  *ebpf.VariableSpec `ebpf:"unused_synth_mmap2_next"`
+	UnusedSynthPendingRec *ebpf.VariableSpec `ebpf:"unused_synth_pending_rec"`
+	UnusedSynthWalk       *ebpf.VariableSpec `ebpf:"unused_synth_walk"`
+	VmaSessionMin         *ebpf.VariableSpec `ebpf:"vma_session_min"`
+	WalkOk                *ebpf.VariableSpec `ebpf:"walk_ok"`
+	Walked                *ebpf.VariableSpec `ebpf:"walked"`
+	WalksInvalid          *ebpf.VariableSpec `ebpf:"walks_invalid"`
 }
 
 // SynthObjects contains all objects after they have been loaded into the kernel.
@@ -354,24 +372,25 @@ func (m *SynthMaps) Close() error {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthVariables struct {
-	ChunkLimit           *ebpf.Variable `ebpf:"chunk_limit"`
-	FailTgid             *ebpf.Variable `ebpf:"fail_tgid"`
-	LastTid              *ebpf.Variable `ebpf:"last_tid"`
-	ResumeMode           *ebpf.Variable `ebpf:"resume_mode"`
-	SessionLast          *ebpf.Variable `ebpf:"session_last"`
-	SynthFlags           *ebpf.Variable `ebpf:"synth_flags"`
-	SynthGen             *ebpf.Variable `ebpf:"synth_gen"`
-	SynthLost            *ebpf.Variable `ebpf:"synth_lost"`
-	SynthNsDev           *ebpf.Variable `ebpf:"synth_ns_dev"`
-	SynthSeq             *ebpf.Variable `ebpf:"synth_seq"`
-	TextEnd              *ebpf.Variable `ebpf:"text_end"`
-	TextStart            *ebpf.Variable `ebpf:"text_start"`
-	UnusedSynthMmap2Next *ebpf.Variable `ebpf:"unused_synth_mmap2_next"`
-	UnusedSynthWalk      *ebpf.Variable `ebpf:"unused_synth_walk"`
-	VmaSessionMin        *ebpf.Variable `ebpf:"vma_session_min"`
-	WalkOk               *ebpf.Variable `ebpf:"walk_ok"`
-	Walked               *ebpf.Variable `ebpf:"walked"`
-	WalksInvalid         *ebpf.Variable `ebpf:"walks_invalid"`
+	ChunkLimit            *ebpf.Variable `ebpf:"chunk_limit"`
+	FailTgid              *ebpf.Variable `ebpf:"fail_tgid"`
+	LastTid               *ebpf.Variable `ebpf:"last_tid"`
+	ResumeMode            *ebpf.Variable `ebpf:"resume_mode"`
+	SessionLast           *ebpf.Variable `ebpf:"session_last"`
+	SynthFlags            *ebpf.Variable `ebpf:"synth_flags"`
+	SynthGen              *ebpf.Variable `ebpf:"synth_gen"`
+	SynthLost             *ebpf.Variable `ebpf:"synth_lost"`
+	SynthNsDev            *ebpf.Variable `ebpf:"synth_ns_dev"`
+	SynthSeq              *ebpf.Variable `ebpf:"synth_seq"`
+	TextEnd               *ebpf.Variable `ebpf:"text_end"`
+	TextStart             *ebpf.Variable `ebpf:"text_start"`
+	UnusedSynthMmap2Next  *ebpf.Variable `ebpf:"unused_synth_mmap2_next"`
+	UnusedSynthPendingRec *ebpf.Variable `ebpf:"unused_synth_pending_rec"`
+	UnusedSynthWalk       *ebpf.Variable `ebpf:"unused_synth_walk"`
+	VmaSessionMin         *ebpf.Variable `ebpf:"vma_session_min"`
+	WalkOk                *ebpf.Variable `ebpf:"walk_ok"`
+	Walked                *ebpf.Variable `ebpf:"walked"`
+	WalksInvalid          *ebpf.Variable `ebpf:"walks_invalid"`
 }
 
 // SynthPrograms contains all programs after they have been loaded into the kernel.

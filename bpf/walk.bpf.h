@@ -66,8 +66,8 @@ struct last_file {
 	__u64 prev; /* the file of the record emitted last in this walk; 0: none */
 	struct synth_file_key key;
 	struct synth_build_id id;
-	__u32 len; /* of path, with its NUL */
-	__u32 pad;
+	__u32 len;    /* of path, with its NUL */
+	__u32 pended; /* walk_file noted the file in pending just now */
 	char path[SYNTH_PATH_MAX];
 };
 
@@ -114,6 +114,7 @@ __u64 walks_invalid;
 /* For bpf2go: emit these into BTF, for the Go side's layouts. */
 const struct synth_walk *unused_synth_walk __attribute__((unused));
 const struct synth_mmap2_next *unused_synth_mmap2_next __attribute__((unused));
+const struct synth_pending_rec *unused_synth_pending_rec __attribute__((unused));
 
 static __always_inline struct batch *batch_get(void)
 {
@@ -222,13 +223,14 @@ static __always_inline bool walk_file(struct walk *c, struct vm_area_struct *vma
 
 	file_key((struct file *)file, &lf->key);
 	lf->id.size = 0;
+	lf->pended = 0;
 	if (synth_flags & SYNTH_CFG_BUILDID) {
 		id = bpf_map_lookup_elem(&build_ids, &lf->key);
 		if (id)
 			lf->id = *id;
 		else
-			/* Read in userspace, from the file, after the walk. */
-			pend(&lf->key, c->w->tgid, vma->vm_start, vma->vm_end);
+			/* Read in userspace, from the file, from now on. */
+			lf->pended = pend(&lf->key, c->w->tgid, vma->vm_start, vma->vm_end);
 	}
 	n = walk_path(c->task, vma->vm_start, file, lf);
 	if (n <= 0 || n > SYNTH_PATH_MAX) {
@@ -294,6 +296,15 @@ static __always_inline bool walk_emit(struct walk *c, struct vm_area_struct *vma
 	n = finish_mmap2(r, n);
 	c->w->bytes += n;
 	batch_commit(c->ctx, c->seq, c->b, &r->h, c->w->now, n);
+	if (lf->pended) {
+		/* After the record: userspace starts the read now. */
+		struct synth_pending_rec *pr = batch_at(c->b);
+
+		lf->pended = 0;
+		fill_pending_rec(pr, &lf->key, c->w->tgid, vma->vm_start, vma->vm_end);
+		c->w->bytes += sizeof(*pr);
+		batch_commit(c->ctx, c->seq, c->b, &pr->h, c->w->now, sizeof(*pr));
+	}
 	return true;
 }
 
@@ -316,7 +327,8 @@ static __always_inline long walk_one(struct walk *c, __u64 entry)
 	}
 	vmf = vma->vm_flags;
 	if (c->b && ((vmf & VM_EXEC) || (synth_flags & SYNTH_CFG_DATA))) {
-		if (c->w->bytes + sizeof(struct synth_mmap2) + sizeof(struct synth_walk) > chunk_limit) {
+		if (c->w->bytes + sizeof(struct synth_mmap2) + sizeof(struct synth_pending_rec) +
+		    sizeof(struct synth_walk) > chunk_limit) {
 			c->w->status = SYNTH_WALK_MORE;
 			c->w->resume = start;
 			return 1;
@@ -434,6 +446,7 @@ static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 
 	c->lf->file = 0;
 	c->lf->prev = 0;
+	c->lf->pended = 0;
 	c->w->mm = (__u64)mm;
 	c->w->now = bpf_ktime_get_ns();
 	if (resume_mode) {

@@ -80,3 +80,53 @@ func mapNew(path string, b []byte) ([]byte, error) {
 	defer f.Close()
 	return unix.Mmap(int(f.Fd()), 0, len(b), unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
 }
+
+// The build IDs of files new to the cache are read while the walk goes
+// on: each read begins when the walk notes its file, with either walk,
+// and every one comes out right.
+func TestBuildIDsReadDuringWalk(t *testing.T) {
+	testenv.Root(t)
+	pid := os.Getpid()
+	dir := t.TempDir()
+	want := map[string]string{}
+	for i := range 50 {
+		id := make([]byte, 20)
+		binary.LittleEndian.PutUint32(id, uint32(i))
+		copy(id[4:], "synth-early-reads")
+		path := filepath.Join(dir, fmt.Sprintf("%d.so", i))
+		m, err := mapNew(path, elfnote.Good(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(m)
+		want[path] = hex.EncodeToString(id)
+	}
+	for _, walk := range []string{synth.WalkMaple, synth.WalkIter} {
+		t.Run(walk, func(t *testing.T) {
+			if walk == synth.WalkMaple {
+				needMaple(t)
+			}
+			b, err := synth.NewBPF(synth.Options{Pids: []int{pid}, NoKernel: true, Walk: walk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			d, st := dumpPid(t, b, pid)
+			if st.FilesRead < len(want) || st.FilesReadEarly != st.FilesRead {
+				t.Errorf("%d files read, %d of them begun during the walk; want at least %d, all", st.FilesRead, st.FilesReadEarly, len(want))
+			}
+			got := 0
+			for _, k := range d.of(pid) {
+				if id, ok := want[k.path]; ok {
+					got++
+					if k.buildID != id {
+						t.Errorf("%s: build id %q, want %s", k.path, k.buildID, id)
+					}
+				}
+			}
+			if got != len(want) {
+				t.Errorf("%d of the %d files written", got, len(want))
+			}
+		})
+	}
+}

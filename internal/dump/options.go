@@ -239,7 +239,10 @@ type Stats struct {
 	FileMappings    int // MMAP2 records of file-backed mappings
 	BuildIDMappings int // of which carry a build ID
 	FilesRead       int // files new to the build-ID cache read in this dump
-	BuildIDsRead    int // of which have a build ID
+	// FilesReadEarly are those of FilesRead whose read began while the
+	// walk ran, as soon as it noted the file (the BPF method).
+	FilesReadEarly int
+	BuildIDsRead   int // of which have a build ID
 	// BuildIDTimeouts are files whose build ID was not read within
 	// Options.BuildIDTimeout (reads that block: FUSE, network
 	// filesystems): their mappings are identified by maj/min/ino, and a

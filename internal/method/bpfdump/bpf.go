@@ -69,6 +69,9 @@ type BPF struct {
 	hold   *walkHold  // the maple walk's records, kept between dumps for their memory
 	fault  faultAt    // tests: see InjectFault
 	stuck  stuckReads // dump_vma reads given up on (see lockwait.go)
+	// early are the files whose build-ID read began during this dump's
+	// walk (startPending).
+	early map[synthbpf.SynthSynthFileKey]struct{}
 	// prev is the last whole MMAP2 record delivered, and next the one a
 	// short record of the maple walk expands into (see expandNext).
 	prev, next []byte

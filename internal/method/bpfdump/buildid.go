@@ -1,8 +1,10 @@
 package bpfdump
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 
@@ -27,7 +29,7 @@ const cfgBuildID = 2
 // be gone by now (a short-lived child that mapped it first), and the
 // file is then read through another process's. It is asked only then:
 // its first call indexes every held record.
-func (b *BPF) resolvePending(d *dump.Assembler, others func(fileIdent) []buildid.Mapping) (map[fileIdent][]byte, error) {
+func (b *BPF) resolvePending(d *dump.Assembler, others func(fileIdent) []buildid.Mapping, expired <-chan struct{}) (map[fileIdent][]byte, error) {
 	type job struct {
 		key   synthbpf.SynthSynthFileKey
 		read  *buildid.Job
@@ -39,19 +41,11 @@ func (b *BPF) resolvePending(d *dump.Assembler, others func(fileIdent) []buildid
 		jobs []job
 		it   = b.objs.Pending.Iterate()
 	)
-	expired, stop := b.ids.Begin()
-	defer stop()
 	for it.Next(&key, &pend) {
-		// Whether the mapping is still there is asked in the read: the
-		// lstat(2) of its map_files entry waits for the process's mmap
-		// lock, which a stuck writer may hold past the deadline.
-		k, m := key, buildid.Mapping{Pid: int(pend.Pid), Start: pend.Start, End: pend.End}
-		jobs = append(jobs, job{key: k, read: b.ids.Start(k, func() buildid.Result {
-			if !m.Mapped() {
-				return buildid.Result{Unmapped: true}
-			}
-			return b.readBuildIDOf(&k, []buildid.Mapping{m})
-		})})
+		// Most reads began when the walk noted the file (startRead);
+		// Start hands back the one under way.
+		m := buildid.Mapping{Pid: int(pend.Pid), Start: pend.Start, End: pend.End}
+		jobs = append(jobs, job{key: key, read: b.startRead(key, m)})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read pending build ids: %w", err)
@@ -83,6 +77,9 @@ func (b *BPF) resolvePending(d *dump.Assembler, others func(fileIdent) []buildid
 			continue // gone or changed: the next dump tries again
 		}
 		d.Stats.FilesRead++
+		if _, ok := b.early[j.key]; ok {
+			d.Stats.FilesReadEarly++
+		}
 		if !res.Volatile {
 			// A put that fails is a miss: the next dump reads the
 			// file again, and this one has its ID from found.
@@ -166,4 +163,47 @@ func (b *BPF) cachePut(key *synthbpf.SynthSynthFileKey, id *synthbpf.SynthSynthB
 		}
 	}
 	return b.objs.BuildIds.Put(key, id)
+}
+
+// startRead starts the read of the build ID of the file key names
+// through mapping m, unless one is under way: as soon as the walk notes
+// the file (a SYNTH_RECORD_PENDING record), so that reads run while the
+// walk goes on. Whether the mapping is still there is asked in the read:
+// the lstat(2) of its map_files entry waits for the process's mmap lock,
+// which a stuck writer may hold past the deadline.
+func (b *BPF) startRead(key synthbpf.SynthSynthFileKey, m buildid.Mapping) *buildid.Job {
+	return b.ids.Start(key, func() buildid.Result {
+		if !m.Mapped() {
+			return buildid.Result{Unmapped: true}
+		}
+		return b.readBuildIDOf(&key, []buildid.Mapping{m})
+	})
+}
+
+// pendingRec is struct synth_pending_rec after its synth_hdr; offsets
+// from the generated layout, as mmap2Next's.
+type pendingRec = synthbpf.SynthSynthPendingRec
+
+var (
+	pendHdr   = unsafe.Offsetof(pendingRec{}.Header)
+	pendKey   = int(unsafe.Offsetof(pendingRec{}.Key) - pendHdr)
+	pendStart = int(unsafe.Offsetof(pendingRec{}.Start) - pendHdr)
+	pendSize  = int(unsafe.Sizeof(pendingRec{}) - pendHdr)
+)
+
+// startPending starts the read of the file a SYNTH_RECORD_PENDING record
+// names.
+func (b *BPF) startPending(rec []byte) error {
+	if len(rec) < pendSize {
+		return fmt.Errorf("pending record of %d bytes", len(rec))
+	}
+	var key synthbpf.SynthSynthFileKey
+	if _, err := binary.Decode(rec[pendKey:pendStart], binary.NativeEndian, &key); err != nil {
+		return fmt.Errorf("pending record: %w", err)
+	}
+	le := binary.NativeEndian
+	b.startRead(key, buildid.Mapping{Pid: int(dump.RecPid(rec)), Start: le.Uint64(rec[pendStart:]),
+		End: le.Uint64(rec[pendStart+8:])})
+	b.early[key] = struct{}{}
+	return nil
 }

@@ -63,10 +63,12 @@ func TestResolvePendingOthers(t *testing.T) {
 		}
 		asked := false
 		d := dump.New(b.opts, func([]byte) error { return nil }, nil)
+		expired, stop := b.ids.Begin()
 		ids, err := b.resolvePending(d, func(fileIdent) []buildid.Mapping {
 			asked = true
 			return tc.others
-		})
+		}, expired)
+		stop()
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

@@ -21,6 +21,7 @@ import (
 const (
 	recordWalk      = 0x5e00 // SYNTH_RECORD_WALK
 	recordMmap2Next = 0x5e01 // SYNTH_RECORD_MMAP2_NEXT
+	recordPending   = 0x5e02 // SYNTH_RECORD_PENDING
 	walkDone        = 1      // SYNTH_WALK_DONE
 	walkMore        = 2      // SYNTH_WALK_MORE
 	walkInvalid     = 3      // SYNTH_WALK_INVALID
@@ -61,6 +62,7 @@ type walkHold struct {
 	closed   map[uint32]struct{} // processes whose walk ended, and held
 	seen     map[uint32]struct{} // processes with a walk record in the pass being read
 	dropWalk uint32              // tests: the walk records of this process are lost
+	pending  func([]byte) error  // takes SYNTH_RECORD_PENDING records
 }
 
 // holdBlock is the size of a block of held records.
@@ -107,6 +109,8 @@ func (h *walkHold) add(rec []byte) error {
 		h.keep(rec)
 	case recordWalk:
 		return h.end(rec)
+	case recordPending:
+		return h.pending(rec)
 	}
 	return nil
 }
@@ -227,8 +231,11 @@ func (h *walkHold) unclosed() {
 // not hold. It keeps the MMAP2 records; the COMM records repeat what the
 // task pass wrote.
 func (h *walkHold) addIter(rec []byte) error {
-	if dump.RecType(rec) == perfdata.RecordMmap2 {
+	switch dump.RecType(rec) {
+	case perfdata.RecordMmap2:
 		h.keep(rec)
+	case recordPending:
+		return h.pending(rec)
 	}
 	return nil
 }
@@ -348,7 +355,16 @@ func (b *BPF) readHeld(ctx context.Context, d *dump.Assembler) error {
 	}
 	h := b.hold
 	h.reset(d)
+	h.pending = b.startPending
+	if b.early == nil {
+		b.early = make(map[synthbpf.SynthSynthFileKey]struct{})
+	}
+	clear(b.early)
 	d.Trailed = true
+	// The build IDs' deadline runs from the walk's start: their reads
+	// begin as the walk notes their files.
+	expired, stop := b.ids.Begin()
+	defer stop()
 	var err error
 	start := time.Now()
 	if b.walk == dump.WalkIter {
@@ -363,7 +379,7 @@ func (b *BPF) readHeld(ctx context.Context, d *dump.Assembler) error {
 	start = time.Now()
 	defer func() { d.Stats.Steps = dump.Time(d.Stats.Steps, "build IDs, hold", start) }()
 	if !b.opts.NoBuildID {
-		ids, err := b.resolvePending(d, h.mappingsOf)
+		ids, err := b.resolvePending(d, h.mappingsOf, expired)
 		if err != nil {
 			return err
 		}
