@@ -231,6 +231,9 @@ func (b *BPF) Close() error {
 		b.rings = nil
 	}
 	errs = append(errs, b.objs.Close(), b.ids.Close())
+	if b.hold != nil {
+		b.hold.release()
+	}
 	return errors.Join(errs...)
 }
 
