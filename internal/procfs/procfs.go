@@ -246,3 +246,30 @@ func Owner(pid int) (uint32, error) {
 	}
 	return st.Uid, nil
 }
+
+// pfExiting is PF_EXITING (include/linux/sched.h): do_exit() sets it
+// before the task lets go of its mm.
+const pfExiting = 0x4
+
+// Exiting reports whether process pid is gone, or on its way out: its
+// flags (the 9th field of /proc/PID/stat) have PF_EXITING. A process
+// whose mm a reader was walking is then losing its mappings, and what
+// the reader saw of them may be a part.
+func Exiting(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// After the comm's closing parenthesis: state, ppid, pgrp, session,
+	// tty_nr, tpgid, flags.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return true
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 {
+		return true
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err != nil || flags&pfExiting != 0 || f[0] == "Z" || f[0] == "X"
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/buildid"
 	"github.com/synth-dev/synth/internal/dump"
+	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -226,6 +227,21 @@ func (h *walkHold) drop(pid uint32) {
 	delete(h.closed, pid)
 }
 
+// dropExiting drops what the iterator read of each of pids that is gone
+// or exiting now. The kernel's task_vma iterator lets go of a process's
+// mmap lock between two reads; a process that exits meanwhile has no mm
+// at the next, and the iterator ends it there, as if its VMAs had all
+// been read. Such a process is written with its threads and no
+// mappings, never with part of them.
+func (h *walkHold) dropExiting(pids []int) {
+	h.putCur()
+	for _, pid := range pids {
+		if _, ok := h.procs[uint32(pid)]; ok && procfs.Exiting(pid) {
+			h.drop(uint32(pid))
+		}
+	}
+}
+
 // lastPid is the process of the last record kept.
 func (h *walkHold) lastPid() uint32 { return h.curPid }
 
@@ -430,7 +446,11 @@ func (b *BPF) readMaple(ctx context.Context, d *dump.Assembler, h *walkHold) err
 	if len(h.fallback) == 0 {
 		return nil
 	}
-	return b.passEach(ctx, d, b.dumpVMA, h.fallback, h.addIter)
+	if err := b.passEach(ctx, d, b.dumpVMA, h.fallback, h.addIter); err != nil {
+		return err
+	}
+	h.dropExiting(h.fallback)
+	return nil
 }
 
 // readVMAIter reads the processes with the task_vma iterator: a pass of
@@ -441,7 +461,16 @@ func (b *BPF) readVMAIter(ctx context.Context, d *dump.Assembler, h *walkHold) e
 		return err
 	}
 	live := d.TasksDone(b.opts.Pids)
-	return b.vmaPass(ctx, d, h, live)
+	if err := b.vmaPass(ctx, d, h, live); err != nil {
+		return err
+	}
+	h.putCur() // for the list below
+	pids := make([]int, 0, len(h.procs))
+	for pid := range h.procs {
+		pids = append(pids, int(pid))
+	}
+	h.dropExiting(pids)
+	return nil
 }
 
 // resumeWalks runs dump_tasks again, in resume mode, over each process
