@@ -171,7 +171,9 @@ func printSteps(stderr io.Writer, st synth.Stats) {
 	for i, s := range st.Steps {
 		parts[i] = fmt.Sprintf("%s %.2f ms", s.Name, float64(s.Took)/1e6)
 	}
-	fmt.Fprintf(stderr, "synth: time: %s\n", strings.Join(parts, ", "))
+	if len(parts) > 0 {
+		fmt.Fprintf(stderr, "synth: time: %s\n", strings.Join(parts, ", "))
+	}
 	if st.Walk == synth.WalkMaple {
 		fmt.Fprintf(stderr, "synth: maple walk: %d chunks resumed, %d processes read again with the iterator (changed while walked)\n",
 			st.Resumed, st.WalksInvalid)

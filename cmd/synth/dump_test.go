@@ -130,3 +130,50 @@ func TestDumpMinRing(t *testing.T) {
 		t.Errorf("--ring-pages 8: exit %d, %q; want exit %d naming the ring size", r.code, r.stderr, exitUsage)
 	}
 }
+
+// synth dump -v says where the time went: for bpf the loading's steps
+// (the kernel's BTF, each program) and the dump's, for procmaps the
+// dump's; every step with a time in milliseconds.
+func TestDumpVerbose(t *testing.T) {
+	testenv.Root(t)
+	for _, tc := range []struct {
+		method string
+		want   []string
+	}{
+		{"bpf", []string{"BPF object", "kernel BTF", "maps", "probe", "dump_vma", "walk", "write"}},
+		{"procmaps", []string{"kernel maps", "processes"}},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			r := runCmd(t, exec.Command(synthBin, "dump", "-v", "--method", tc.method, "-o", filepath.Join(t.TempDir(), "perf.data")))
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			var line string
+			for _, l := range strings.Split(r.stderr, "\n") {
+				if s, ok := strings.CutPrefix(l, "synth: time: "); ok {
+					line = s
+				}
+			}
+			steps := map[string]bool{}
+			for _, part := range strings.Split(line, ", ") {
+				i := strings.LastIndexByte(part, ' ')
+				j := strings.LastIndexByte(part[:max(i, 0)], ' ')
+				if i < 0 || j < 0 || part[i+1:] != "ms" {
+					t.Fatalf("step %q in %q: want NAME MS ms", part, line)
+				}
+				if _, err := strconv.ParseFloat(part[j+1:i], 64); err != nil {
+					t.Errorf("step %q: %v", part, err)
+				}
+				steps[part[:j]] = true
+			}
+			for _, name := range tc.want {
+				if !steps[name] {
+					t.Errorf("no step %q in %q", name, line)
+				}
+			}
+			if tc.method == "bpf" && strings.Contains(r.stderr, "(walk maple)") && !strings.Contains(r.stderr, "synth: maple walk: ") {
+				t.Errorf("no maple walk counts in:\n%s", r.stderr)
+			}
+		})
+	}
+}

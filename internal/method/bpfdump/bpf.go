@@ -335,7 +335,7 @@ func (b *BPF) read(ctx context.Context, d *dump.Assembler) error {
 	if err := d.Cgroups(); err != nil {
 		return err
 	}
-	d.Stats.Steps = dump.Time(d.Stats.Steps, "kernel maps, BPF programs", start)
+	d.Stats.Steps = dump.Time(d.Stats.Steps, "kernel maps", start)
 	ran := progTime(b.objs.loaded()...)
 	if err := b.readHeld(ctx, d); err != nil {
 		return err

@@ -415,7 +415,7 @@ func (b *BPF) readHeld(ctx context.Context, d *dump.Assembler) error {
 	}
 	d.Stats.Steps = dump.Time(d.Stats.Steps, "walk", start)
 	start = time.Now()
-	defer func() { d.Stats.Steps = dump.Time(d.Stats.Steps, "build IDs, hold", start) }()
+	defer func() { d.Stats.Steps = dump.Time(d.Stats.Steps, "build IDs", start) }()
 	if !b.opts.NoBuildID {
 		ids, err := b.resolvePending(d, h.mappingsOf, expired)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -73,6 +74,7 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 	if m.ids != nil {
 		m.ids.begin()
 	}
+	start := time.Now()
 	if err := d.KernelMaps(m.kernel); err != nil {
 		return d.Stats, err
 	}
@@ -82,6 +84,8 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 	if err := d.Cgroups(); err != nil {
 		return d.Stats, err
 	}
+	d.Stats.Steps = dump.Time(d.Stats.Steps, "kernel maps", start)
+	start = time.Now()
 	pids := m.opts.Pids
 	if len(pids) == 0 {
 		var err error
@@ -119,6 +123,7 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (dump.St
 	if m.ids != nil {
 		m.ids.end(&d.Stats)
 	}
+	d.Stats.Steps = dump.Time(d.Stats.Steps, "processes", start)
 	return d.FinishStats(), err
 }
 
