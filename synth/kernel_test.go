@@ -100,7 +100,7 @@ func TestKernelFallbacks(t *testing.T) {
 		if d.stats.Method == synth.MethodBPF {
 			t.Errorf("auto chose bpf")
 		}
-		// procmaps, where there is no PROCMAP_QUERY, reads no build IDs.
+		// The dump is without build IDs (opts.NoBuildID).
 		want, ok := tryProcKeys(p.Pid, false)
 		if diff := sameMaps(want, d.of(p.Pid)); !ok || len(diff) > 0 {
 			t.Errorf("%s: pid %d differs from /proc:\n%s", d.stats.Method, p.Pid, strings.Join(diff, "\n"))

@@ -84,13 +84,13 @@ func TestMethodsAgree(t *testing.T) {
 			}
 		}
 	}
-	// Build IDs: only bpf and procquery provide them.
+	// With build IDs, every method gives the same records too.
 	opts := synth.Options{Pids: []int{p.Pid, q.Pid}, Data: true, NoKernel: true}
 	bpf := recordsOf(t, synth.MethodBPF, opts, 0)
-	for threads := 1; pq && threads <= 2; threads++ {
-		pq := recordsOf(t, synth.MethodProcquery, opts, threads)
-		if d := diffLines(bpf, pq); d != "" {
-			t.Errorf("with build ids, procquery-%d differs from bpf:\n%s", threads, d)
+	for _, m := range methods {
+		got := recordsOf(t, m.name, opts, m.threads)
+		if d := diffLines(bpf, got); d != "" {
+			t.Errorf("with build ids, %s-%d differs from bpf:\n%s", m.name, m.threads, d)
 		}
 	}
 	if !slices.ContainsFunc(bpf, func(l string) bool { return strings.Contains(l, "deadbeef") }) {
@@ -152,7 +152,7 @@ func TestProcqueryNamesPerMountNS(t *testing.T) {
 			`mount --bind "$1" "$2" && exec "$2/sleep" 600`, "sh", a, b)): filepath.Join(b, "sleep"),
 	}
 	pids := slices.Collect(maps.Keys(want))
-	opts := synth.Options{Pids: pids, NoKernel: true}
+	opts := synth.Options{Pids: pids, NoKernel: true, NoBuildID: true}
 	oracle := recordsOf(t, synth.MethodProcmaps, opts, 1)
 	for pid, exe := range want {
 		if !slices.ContainsFunc(oracle, func(l string) bool {
@@ -161,7 +161,6 @@ func TestProcqueryNamesPerMountNS(t *testing.T) {
 			t.Fatalf("/proc/%d/maps does not name %s", pid, exe)
 		}
 	}
-	opts.NoBuildID = true
 	for _, m := range []struct {
 		name    string
 		threads int

@@ -112,7 +112,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		fmt.Fprintf(stderr, "synth: BPF programs ran %v of it (kernel.bpf_stats_enabled)\n", st.ProgramTime.Round(10*time.Microsecond))
 	}
 	switch {
-	case *noBuildID || st.Method == synth.MethodProcmaps || st.Method == synth.MethodFloor:
+	case *noBuildID || st.Method == synth.MethodFloor:
 	default:
 		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; %d files in the cache; read now: %d files, %d with a build ID\n",
 			st.BuildIDMappings, st.FileMappings, st.Cached, st.FilesRead, st.BuildIDsRead)

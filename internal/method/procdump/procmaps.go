@@ -11,11 +11,18 @@ import (
 // NewProcmaps returns the procmaps method: it parses /proc/PID/maps and
 // the task comms with a pool of threads workers, as perf's
 // --num-thread-synthesize does. It needs no privilege beyond reading
-// those files, and provides no build IDs.
+// those files. Build IDs are read from the files, once per file per
+// dump, as procquery reads them, so that every method writes the same
+// records: the fallback of kernels without PROCMAP_QUERY too.
 func NewProcmaps(opts dump.Options, threads int) (*Method, error) {
-	return newProcMethod("procmaps", opts, threads, func() mapReader {
+	m, err := newProcMethod("procmaps", opts, threads, func() mapReader {
 		return &mapsReader{execOnly: !opts.Data}
 	})
+	if err != nil {
+		return nil, err
+	}
+	m.ids = newProcIDs(opts.BuildIDWait())
+	return m, nil
 }
 
 // mapsReader parses /proc/PID/maps in place (procfs.MapsScanner): a
