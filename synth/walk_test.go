@@ -143,8 +143,15 @@ func TestWalkChunks(t *testing.T) {
 	needMaple(t)
 	p := testproc.StartT(t, everything)
 	d := runDump(t, synth.Options{Pids: []int{p.Pid}, Data: true, RingPages: synth.MinRingPages})
+	// A walk of some 30 chunks is a proof only if the process does not
+	// change between them: its Go runtime may map memory meanwhile, and
+	// the walk then falls back (exact all the same). Try again then.
+	for i := 0; i < 5 && d.stats.WalksInvalid > 0; i++ {
+		checkProc(t, p, d, true)
+		d = runDump(t, synth.Options{Pids: []int{p.Pid}, Data: true, RingPages: synth.MinRingPages})
+	}
 	if d.stats.Resumed < 2 {
-		t.Errorf("the walk went on %d times, want several with %d-page rings", d.stats.Resumed, synth.MinRingPages)
+		t.Errorf("the walk went on %d times, want several with %d-page rings (%d walks failed)", d.stats.Resumed, synth.MinRingPages, d.stats.WalksInvalid)
 	}
 	checkProc(t, p, d, true)
 }
