@@ -167,13 +167,12 @@ func (b *BPF) giveUp() error {
 		return fmt.Errorf("fence iterator: %w", err)
 	}
 	// The read's buffer is the stuck goroutine's now.
-	fresh := make([]byte, len(b.readBuf))
-	if len(b.walkBuf) > 0 && &b.readBuf[0] == &b.walkBuf[0] {
-		b.walkBuf = fresh
+	b.readBuf = make([]byte, len(b.readBuf))
+	if b.walk == dump.WalkMaple { // as configure chose it
+		b.walkBuf = b.readBuf
 	} else {
-		b.iterBuf = fresh
+		b.iterBuf = b.readBuf
 	}
-	b.readBuf = fresh
 	return waitPrograms()
 }
 
