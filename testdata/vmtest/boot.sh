@@ -23,8 +23,9 @@
 # for 9p over virtio-pci, overlay, and fuse (which the tests need), with their
 # dependencies from the modules' own depends= lists, decompressed on the
 # host, and the /init below. The per-run command rides in a second cpio
-# archive appended to it. QEMU uses KVM when /dev/kvm is usable, else TCG
-# (slow but works in VMs without nested virtualization).
+# archive appended to it. QEMU uses KVM when /dev/kvm is there, else TCG
+# (slow but works in VMs without nested virtualization); $VMTEST_ACCEL
+# (kvm or tcg) decides instead.
 #
 # CMD's stdout and stderr come out on the serial console, which is our
 # stdout (CRs stripped); its exit status is reported as a VMTEST_EXIT=<rc>
@@ -38,7 +39,8 @@
 #   -t SECONDS    kill QEMU after this long (default 1200)
 #   -o FILE       also save the whole console log in FILE
 #   -s            run an interactive shell in the chroot instead of CMD
-# Environment: VMTEST_MEM (MiB, default 3072), VMTEST_SMP (default 2).
+# Environment: VMTEST_MEM (MiB, default 3072), VMTEST_SMP (default 2),
+# VMTEST_ACCEL (kvm or tcg).
 set -eu
 
 usage() {
@@ -197,11 +199,19 @@ term=dumb
 truncate -s "${VMTEST_TMP:-16G}" "$tmp/scratch.img"
 mkfs.ext4 -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "$tmp/scratch.img"
 
-if [ -w /dev/kvm ] && [ -r /dev/kvm ]; then
+# VMTEST_ACCEL=kvm or tcg; unset: KVM when /dev/kvm is there (run.sh
+# first boots a guest to see whether KVM works: a nested /dev/kvm can
+# exist and still fail, see there).
+case ${VMTEST_ACCEL:-} in
+kvm) accel=(-accel kvm -cpu host) ;;
+tcg) accel=(-accel tcg -cpu max) ;;
+'') if [ -w /dev/kvm ] && [ -r /dev/kvm ]; then
 	accel=(-accel kvm -cpu host)
 else
 	accel=(-accel tcg -cpu max)
-fi
+fi ;;
+*) echo "$0: VMTEST_ACCEL=$VMTEST_ACCEL: want kvm or tcg" >&2; exit 2 ;;
+esac
 qemu=(qemu-system-x86_64 -machine q35 "${accel[@]}" -m "${VMTEST_MEM:-3072}" -smp "${VMTEST_SMP:-2}"
 	-nographic -no-reboot
 	-kernel "$vmlinuz" -initrd "$tmp/initrd"
