@@ -133,11 +133,21 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 
 // loadPrograms runs the probe, then loads the programs of the walk that
 // the kernel and the options allow: the maple walk where walk_provable()
-// holds (bpf/maple.bpf.h), else the task_vma iterator, which every dump
-// also needs for the processes whose maple walk did not hold. An
-// explicit --walk maple the kernel cannot run is an error.
+// holds (bpf/maple.bpf.h), else the task_vma iterator. An explicit
+// --walk maple the kernel cannot run is an error.
+//
+// Only what a dump runs is loaded, and the verifier checks two programs
+// at once on two CPUs: the maple walk's program is loaded alongside the
+// probe, before the probe says whether it can run (on a kernel where it
+// cannot, that load fails, or the program stays unused until Close), and the task_vma
+// iterator only for --walk iter, or when a dump first has a process
+// whose maple walk did not hold (vmaIter).
 func (b *BPF) loadPrograms() error {
-	b.objs.preload(synthbpf.SynthProgDumpVma) // every walk needs it
+	if b.opts.Walk == dump.WalkIter {
+		b.objs.preload(synthbpf.SynthProgDumpVma)
+	} else {
+		b.objs.preload(synthbpf.SynthProgDumpTasks)
+	}
 	probe, err := b.objs.program(synthbpf.SynthProgProbe)
 	if err == nil {
 		_, err = probe.Run(&ebpf.RunOptions{})
@@ -149,16 +159,28 @@ func (b *BPF) loadPrograms() error {
 		switch {
 		case b.walkWhy == nil:
 			b.walk = dump.WalkMaple
+			return nil
 		case b.opts.Walk == dump.WalkMaple:
 			return fmt.Errorf("maple walk: %w", b.walkWhy)
 		}
 	}
-	if b.dumpVMA, err = b.objs.program(synthbpf.SynthProgDumpVma); err != nil {
+	if err := b.vmaIter(); err != nil {
 		return err
 	}
-	if b.walk == dump.WalkIter {
-		b.dumpTask, err = b.objs.program(synthbpf.SynthProgDumpTask)
+	b.dumpTask, err = b.objs.program(synthbpf.SynthProgDumpTask)
+	return err
+}
+
+// vmaIter loads the task_vma iterator's program, dump_vma, unless it is
+// loaded. A kernel with the maple walk (6.14) has everything dump_vma
+// needs (iter/task_vma, and bpf_d_path in iterators, came in 5.12), so its load failing there is no reason to go to /proc: the dump
+// that needed it fails, naming it.
+func (b *BPF) vmaIter() error {
+	if b.dumpVMA != nil {
+		return nil
 	}
+	p, err := b.objs.program(synthbpf.SynthProgDumpVma)
+	b.dumpVMA = p
 	return err
 }
 

@@ -446,6 +446,9 @@ func (b *BPF) readMaple(ctx context.Context, d *dump.Assembler, h *walkHold) err
 	if len(h.fallback) == 0 {
 		return nil
 	}
+	if err := b.vmaIter(); err != nil {
+		return err
+	}
 	if err := b.passEach(ctx, d, b.dumpVMA, h.fallback, h.addIter); err != nil {
 		return err
 	}
