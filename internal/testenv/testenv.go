@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -90,5 +91,27 @@ func Option(t testing.TB, ok bool, what string) {
 	t.Helper()
 	if !ok {
 		t.Skipf("this kernel was built without %s: not checked here", what)
+	}
+}
+
+// Testdata returns the path of elem under the module's testdata
+// directory, found from the working directory up, where go test runs a
+// package's tests: the path the test binary was compiled at may not be
+// there (make vmtest runs the binaries from a copy of the checkout).
+func Testdata(t testing.TB, elem ...string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(append([]string{dir, "testdata"}, elem...)...)
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Fatalf("no go.mod above the working directory: the tests run in the checkout")
+		}
+		dir = up
 	}
 }

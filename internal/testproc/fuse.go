@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -27,8 +26,7 @@ func HungFUSE(t testing.TB) (string, func()) {
 	py := "/usr/bin/python3" // Debian's, with python3-fusepy (make deps)
 	err := exec.Command(py, "-c", "import fusepy").Run()
 	testenv.Need(t, err == nil, "python3-fusepy is not installed")
-	_, here, _, _ := runtime.Caller(0)
-	server := filepath.Join(filepath.Dir(here), "..", "..", "testdata", "fuse", "blockfs.py")
+	server := testenv.Testdata(t, "fuse", "blockfs.py")
 	mnt := t.TempDir()
 	cmd := exec.Command(py, server, mnt)
 	cmd.Stderr = os.Stderr

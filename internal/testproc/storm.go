@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"testing"
 
@@ -20,8 +19,7 @@ func StartStorm(t testing.TB, args ...string) int {
 	t.Helper()
 	_, err := exec.LookPath("gcc")
 	testenv.Need(t, err == nil, "gcc")
-	_, here, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(here), "..", "..", "testdata", "storm", "storm.c")
+	src := testenv.Testdata(t, "storm", "storm.c")
 	bin := filepath.Join(t.TempDir(), "storm")
 	if out, err := exec.Command("gcc", "-O1", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("gcc storm.c: %v\n%s", err, out)
