@@ -81,7 +81,7 @@ struct mw_state {
 	__u32 status;   /* SYNTH_WALK_*, 0 while walking */
 	__u32 seq;      /* mm_lock_seq when the walk began */
 	__u32 map_count; /* mm->map_count, read while the walk held */
-	__u32 pad;
+	__u32 seeking;  /* descending to the first VMA that ends above prev_end */
 };
 
 struct {
@@ -160,8 +160,37 @@ static __always_inline __u32 mw_data_end(struct mw_frame *f)
 	return 15;
 }
 
-/* Reads the node enode points to into frame d. Returns false when the
- * entry is not a node this walk can decode. */
+/* 1 if a < b, else 0, with no branch: the borrow out of a - b. The
+ * empty asm keeps clang from turning it back into a compare and a jump,
+ * which the verifier would follow both ways. */
+static __always_inline __u64 mw_below(__u64 a, __u64 b)
+{
+	__u64 d = a - b;
+
+	asm volatile("" : "+r"(d));
+	return ((~a & b) | (~(a ^ b) & d)) >> 63;
+}
+
+/* The first slot of f whose range reaches addr. Pivots in use ascend,
+ * so that is the number of them below addr: a sum, so that the verifier
+ * checks one path through it, not one per slot it could stop at (they
+ * were most of what it checked). */
+static __always_inline __u32 mw_find(struct mw_frame *f, __u64 addr)
+{
+	__u64 s = 0, end = f->end;
+
+#define MW_BELOW(i) (s += mw_below(i, end) & mw_below(mw_pivot(f, i), addr))
+	MW_BELOW(0), MW_BELOW(1), MW_BELOW(2), MW_BELOW(3), MW_BELOW(4);
+	MW_BELOW(5), MW_BELOW(6), MW_BELOW(7), MW_BELOW(8), MW_BELOW(9);
+	MW_BELOW(10), MW_BELOW(11), MW_BELOW(12), MW_BELOW(13), MW_BELOW(14);
+#undef MW_BELOW
+	return s;
+}
+
+/* Reads the node enode points to into frame d, to be walked from its
+ * first slot, or, while the walk seeks, from the slot on the path to
+ * prev_end. Returns false when the entry is not a node this walk can
+ * decode. */
 static __always_inline bool mw_load(struct mw_state *w, __u32 d, __u64 enode, __u64 max)
 {
 	struct mw_frame *f;
@@ -180,47 +209,16 @@ static __always_inline bool mw_load(struct mw_state *w, __u32 d, __u64 enode, __
 	f->max = max;
 	f->slot = 0;
 	f->end = mw_data_end(f);
-	return f->end <= (type == MW_ARANGE_64 ? 9 : 15);
-}
-
-/* The first slot of f whose range reaches addr. */
-static __always_inline __u32 mw_find(struct mw_frame *f, __u64 addr)
-{
-	__u32 s;
-
-	/* Unrolled, as is mw_seek's loop: 6.18's verifier trips over a
-	 * bounded loop here ("add backedge: no SCC"). */
-#pragma clang loop unroll(full)
-	for (s = 0; s < 15; s++) {
-		if (s >= f->end || mw_pivot(f, s) >= addr)
-			break;
+	if (f->end > (type == MW_ARANGE_64 ? 9 : 15))
+		return false;
+	if (w->seeking) {
+		/* Down the path to prev_end: this node's first slot whose
+		 * range reaches it, and below it, the same, to the leaf. */
+		f->slot = mw_find(f, w->prev_end);
+		if (type == MW_LEAF_64)
+			w->seeking = 0;
 	}
-	return s;
-}
-
-/* Positions the walk at the first VMA that ends above addr: frames
- * 0..depth hold the path from the root, each at the slot to visit next.
- * Returns the depth of the leaf, or -1. */
-static __always_inline int mw_seek(struct mw_state *w, __u64 root, __u64 addr)
-{
-	__u32 d, s;
-	struct mw_frame *f;
-
-	if ((root & 3) != 2 || !mw_load(w, 0, root, ~0ULL)) /* xa_is_node() */
-		return -1;
-#pragma clang loop unroll(full)
-	for (d = 0; d < MW_DEPTH; d++) {
-		f = mw_frame(w, d);
-		s = mw_find(f, addr);
-		if (f->type == MW_LEAF_64) {
-			f->slot = s;
-			return d;
-		}
-		f->slot = s + 1;
-		if (!mw_load(w, d + 1, mw_slot(f, s), s < f->end ? mw_pivot(f, s) : f->max))
-			return -1;
-	}
-	return -1;
+	return true;
 }
 
 #endif /* SYNTH_MAPLE_BPF_H */

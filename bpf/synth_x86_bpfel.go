@@ -63,7 +63,7 @@ type SynthMwState struct {
 	Status   uint32
 	Seq      uint32
 	MapCount uint32
-	Pad      uint32
+	Seeking  uint32
 }
 
 type SynthResumeAt struct {

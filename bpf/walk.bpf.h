@@ -194,7 +194,7 @@ __noinline long walk_path(struct task_struct *task __arg_trusted, __u64 start, _
 			  struct last_file *lf)
 {
 	struct bpf_iter_task_vma it;
-	struct vm_area_struct *v;
+	struct vm_area_struct *v, *u;
 	long n = -1;
 
 	if (!lf || !walk_provable())
@@ -203,9 +203,12 @@ __noinline long walk_path(struct task_struct *task __arg_trusted, __u64 start, _
 	 * 6.18's verifier wants every iterator's next() in one. */
 	bpf_iter_task_vma_new(&it, task, start);
 	while ((v = bpf_iter_task_vma_next(&it))) {
-		if (v->vm_start < start)
+		/* Compared through an untrusted copy, as dump_tasks reads its
+		 * task: only bpf_d_path needs the trusted VMA's file. */
+		u = bpf_rdonly_cast(v, bpf_core_type_id_kernel(struct vm_area_struct));
+		if (u->vm_start < start)
 			continue; /* covers start: the walk's VMA is gone */
-		if (v->vm_start == start && (__u64)v->vm_file == file && v->vm_file)
+		if (u->vm_start == start && (__u64)u->vm_file == file && file)
 			n = bpf_d_path((struct path *)&v->vm_file->f_path, lf->path,
 				       sizeof(lf->path));
 		break;
@@ -396,7 +399,6 @@ static __always_inline __u32 walk_mm(struct walk *c, struct mm_struct *mm)
 {
 	__u32 seq1, seq2;
 	__u64 root;
-	int d;
 
 	/* A constant: where false, the rest is dead code to the verifier,
 	 * mm_lock_seq's relocation included. */
@@ -410,10 +412,14 @@ static __always_inline __u32 walk_mm(struct walk *c, struct mm_struct *mm)
 	root = (__u64)mm->mm_mt.ma_root;
 	if (!root) {
 		c->w->status = SYNTH_WALK_DONE;
-	} else {
-		d = mw_seek(c->w, root, c->w->prev_end);
-		if (d >= 0) {
-			c->w->depth = d;
+	} else if ((root & 3) == 2) { /* xa_is_node() */
+		/* The steps descend from the root to the first VMA that ends
+		 * above prev_end (0 for a first chunk), then walk on. The
+		 * descent is theirs, not a loop of its own: unrolled over
+		 * MW_DEPTH levels, it was most of what the verifier checked. */
+		c->w->seeking = 1;
+		if (mw_load(c->w, 0, root, ~0ULL)) {
+			c->w->depth = 0;
 			c->w->status = 0;
 			bpf_loop(MW_MAX_STEPS, walk_step, c, 0);
 		}
