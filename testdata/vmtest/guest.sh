@@ -20,8 +20,9 @@ root=$(pwd)
 export SYNTH_REQUIRE=1 SYNTH_BIN="$bin/synth"
 
 # What auto picks here, as a user sees it: the summary line names the
-# method and the walk, a line before it why a better method did not load.
-out=$("$bin/synth" dump --no-buildid -o /dev/null 2>&1)
+# method and the walk, a line before it why a better method did not load;
+# -v adds where the time went, loading included.
+out=$("$bin/synth" dump -v --no-buildid -o /dev/null 2>&1)
 echo "$out" | sed 's/^/vmtest: synth dump: /'
 chose=$(echo "$out" | sed -n 's/^synth: method \([a-z]*\)\( (walk \([a-z]*\))\)\{0,1\}:.*/\1 (walk \3)/p' | sed 's/ (walk )$//')
 

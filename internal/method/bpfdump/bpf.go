@@ -134,20 +134,10 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 // loadPrograms runs the probe, then loads the programs of the walk that
 // the kernel and the options allow: the maple walk where walk_provable()
 // holds (bpf/maple.bpf.h), else the task_vma iterator. An explicit
-// --walk maple the kernel cannot run is an error.
-//
-// Only what a dump runs is loaded, and the verifier checks two programs
-// at once on two CPUs: the maple walk's program is loaded alongside the
-// probe, before the probe says whether it can run (on a kernel where it
-// cannot, that load fails, or the program stays unused until Close), and the task_vma
-// iterator only for --walk iter, or when a dump first has a process
-// whose maple walk did not hold (vmaIter).
+// --walk maple the kernel cannot run is an error. Only what a dump runs
+// is loaded: with the maple walk, the task_vma iterator loads when a
+// dump first has a process whose walk did not hold (vmaIter).
 func (b *BPF) loadPrograms() error {
-	if b.opts.Walk == dump.WalkIter {
-		b.objs.preload(synthbpf.SynthProgDumpVma)
-	} else {
-		b.objs.preload(synthbpf.SynthProgDumpTasks)
-	}
 	probe, err := b.objs.program(synthbpf.SynthProgProbe)
 	if err == nil {
 		_, err = probe.Run(&ebpf.RunOptions{})

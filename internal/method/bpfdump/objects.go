@@ -36,23 +36,23 @@ type objects struct {
 	synthbpf.SynthVariables
 	shared   map[string]*ebpf.Map // every map by its name, for the programs' loads
 	sections *ebpf.Collection     // owns the maps of the variables' sections
-	mu       sync.Mutex
-	progs    map[string]*progLoad
+	loading  sync.Mutex           // held while a program loads (see program)
+	mu       sync.Mutex           // guards progs and steps
+	progs    map[string]progLoad
 	steps    []dump.Step // what loading took, until a dump takes them
 }
 
-// progLoad is the load of one program, done or under way.
+// progLoad is the outcome of one program's load.
 type progLoad struct {
-	done chan struct{}
-	p    *ebpf.Program // once done; nil if the load failed
-	err  error
+	p   *ebpf.Program // nil if the load failed
+	err error
 }
 
 // loadObjects loads the maps and variables; programs load with program.
 // The kernel's BTF, which every program's load needs, is parsed on a
 // goroutine of its own meanwhile.
 func loadObjects() (*objects, error) {
-	o := &objects{cache: btf.NewCache(), progs: make(map[string]*progLoad)}
+	o := &objects{cache: btf.NewCache(), progs: make(map[string]progLoad)}
 	kernel := make(chan error, 1)
 	go func() {
 		start := time.Now()
@@ -106,31 +106,28 @@ func (o *objects) takeSteps() []dump.Step {
 	return s
 }
 
-// program returns the program name, loading it on first use, or waiting
-// for the load preload started. A program that failed to load fails
-// again without a second try.
+// program returns the program name, loading it on first use. A program
+// that failed to load fails again without a second try.
+//
+// Programs load one at a time. cilium/ebpf's kernel BTF, which every
+// load reads for CO-RE and kfuncs, is not safe for concurrent use: two
+// loads at once (the probe and dump_tasks) died with "fatal error:
+// concurrent map writes" in its type decoder on Debian's 6.18, whose
+// modules have BTF of their own. The loads need not overlap: dump_tasks
+// verifies in a few milliseconds, and only the programs a dump runs load.
 func (o *objects) program(name string) (*ebpf.Program, error) {
-	l := o.preload(name)
-	<-l.done
-	return l.p, l.err
-}
-
-// preload starts the load of program name on a goroutine, unless it is
-// loaded or loading: on two CPUs, the verifier checks two programs at
-// once.
-func (o *objects) preload(name string) *progLoad {
+	o.loading.Lock()
+	defer o.loading.Unlock()
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if l, ok := o.progs[name]; ok {
-		return l
-	}
-	l := &progLoad{done: make(chan struct{})}
-	o.progs[name] = l
-	go func() {
-		defer close(l.done)
+	l, ok := o.progs[name]
+	o.mu.Unlock()
+	if !ok {
 		l.p, l.err = o.load(name)
-	}()
-	return l
+		o.mu.Lock()
+		o.progs[name] = l
+		o.mu.Unlock()
+	}
+	return l.p, l.err
 }
 
 func (o *objects) load(name string) (*ebpf.Program, error) {
@@ -143,9 +140,22 @@ func (o *objects) load(name string) (*ebpf.Program, error) {
 	}
 	start := time.Now()
 	defer o.step(name, start)
+	kernel, err := o.cache.Kernel()
+	if err != nil {
+		return nil, fmt.Errorf("read the kernel's BTF: %w", err)
+	}
 	spec := *o.spec
 	spec.Programs = map[string]*ebpf.ProgramSpec{name: ps}
-	coll, err := ebpf.NewCollectionWithOptions(&spec, ebpf.CollectionOptions{Cache: o.cache, MapReplacements: o.shared})
+	// CO-RE against vmlinux's types alone: the programs relocate only
+	// against the core kernel's (tasks, mms, VMAs, files, the maple
+	// tree). Left to itself, cilium/ebpf parses the BTF of every loaded
+	// module at each load and searches it too, which a distribution
+	// kernel's hundred modules make dear.
+	coll, err := ebpf.NewCollectionWithOptions(&spec, ebpf.CollectionOptions{
+		Cache:           o.cache,
+		MapReplacements: o.shared,
+		Programs:        ebpf.ProgramOptions{KernelTypes: kernel},
+	})
 	if err != nil {
 		return nil, loadError("load BPF program "+name, err)
 	}
@@ -173,12 +183,8 @@ func (o *objects) loaded() []*ebpf.Program {
 	defer o.mu.Unlock()
 	var ps []*ebpf.Program
 	for _, l := range o.progs {
-		select {
-		case <-l.done:
-			if l.p != nil {
-				ps = append(ps, l.p)
-			}
-		default:
+		if l.p != nil {
+			ps = append(ps, l.p)
 		}
 	}
 	return ps
@@ -190,8 +196,9 @@ func (o *objects) Close() error {
 		return nil
 	}
 	var errs []error
+	o.loading.Lock() // a load under way ends first
+	defer o.loading.Unlock()
 	for name, l := range o.progs {
-		<-l.done
 		if l.p != nil {
 			errs = append(errs, l.p.Close())
 		}
