@@ -99,18 +99,30 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 		return nil, err
 	}
 	b.objs = objs
-	if err := b.loadPrograms(); err != nil {
+	// The rings need only the events map: they open while the programs
+	// load.
+	type opened struct {
+		r   *rings
+		err error
+	}
+	ringsc := make(chan opened, 1)
+	go func() {
+		start := time.Now()
+		r, err := openRings(rc, b.objs.Events)
+		b.objs.step("rings", start)
+		ringsc <- opened{r, err}
+	}()
+	err = b.loadPrograms()
+	o := <-ringsc
+	b.rings = o.r
+	if err == nil {
+		err = o.err
+	}
+	if err != nil {
 		b.Close()
 		return nil, err
 	}
-	start := time.Now()
-	r, err := openRings(rc, b.objs.Events)
-	if err != nil {
-		b.objs.Close()
-		return nil, err
-	}
-	b.objs.step("rings", start)
-	b.rings = r
+	r := b.rings
 	if len(r.live) > 0 {
 		// Synthesized records are written under the side-band's attr.
 		b.ident = r.live[0].ID()
@@ -118,7 +130,7 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 	b.iterBuf = make([]byte, readBudget(r.size))
 	chunk, budget := walkLimits(r.size)
 	b.chunk, b.walkBuf = chunk, make([]byte, budget)
-	start = time.Now()
+	start := time.Now()
 	b.gate, err = dump.FindGate()
 	if err == nil && !opts.NoKernel {
 		b.text, err = b.kernelText()
