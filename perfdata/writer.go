@@ -87,11 +87,7 @@ func NewWriter(out io.Writer, opts WriterOptions) (*Writer, error) {
 		!hasFeature(w.features, FeatClockID) {
 		w.features = append(w.features, ClockFeatures(w.attrs[i].Attr.ClockID)...)
 	}
-	if opts.Pipe != nil {
-		w.pipe = *opts.Pipe
-	} else {
-		w.pipe = !seekableFile(out)
-	}
+	w.pipe = !WritesFile(out, opts.Pipe)
 	if !w.pipe {
 		if _, ok := out.(io.WriteSeeker); !ok {
 			return nil, errors.New("file mode needs an io.WriteSeeker")
@@ -99,6 +95,16 @@ func NewWriter(out io.Writer, opts WriterOptions) (*Writer, error) {
 		return w, w.startFile()
 	}
 	return w, w.startPipe()
+}
+
+// WritesFile reports whether NewWriter writes out in file mode, given
+// WriterOptions.Pipe: as pipe says, or when pipe is nil, as perf record
+// decides, when out is a regular file at offset 0.
+func WritesFile(out io.Writer, pipe *bool) bool {
+	if pipe != nil {
+		return !*pipe
+	}
+	return seekableFile(out)
 }
 
 // seekableFile reports whether out is a regular file at offset 0.

@@ -15,6 +15,9 @@ import (
 type headerTables struct {
 	buildIDs buildIDTable
 	bpf      bpfInfo
+	// host brings the host's features of a file-mode header, read while
+	// the records are written (see newPerfWriter); nil in pipe mode.
+	host <-chan []perfdata.Feature
 }
 
 func (h *headerTables) add(rec []byte) {

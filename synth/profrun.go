@@ -93,12 +93,12 @@ func (r *profRun) open(first bool) error {
 		return err
 	}
 	r.files++
-	w, err := newPerfWriter(out, r.p.s.Attrs(), r.wopts)
+	w, host, err := newPerfWriter(out, r.p.s.Attrs(), r.wopts)
 	if err != nil {
 		closeOut()
 		return err
 	}
-	r.cur = &profFile{w: w, close: closeOut, table: headerTables{bpf: bpfInfo{off: w.Pipe()}}, dumpSize: -1}
+	r.cur = &profFile{w: w, close: closeOut, table: headerTables{bpf: bpfInfo{off: w.Pipe()}, host: host}, dumpSize: -1}
 	r.dumpAt, r.dumpEnd = bpfdump.MonotonicNow(), 0
 	// The dump runs to its end even when the profile is stopped early:
 	// it takes a fraction of a second and the samples need it.

@@ -32,11 +32,11 @@ func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts
 	if a, ok := m.(interface{ Attrs() []perfdata.WriterAttr }); ok {
 		attrs = a.Attrs()
 	}
-	w, err := newPerfWriter(out, attrs, opts)
+	w, host, err := newPerfWriter(out, attrs, opts)
 	if err != nil {
 		return Stats{}, err
 	}
-	table := headerTables{bpf: bpfInfo{off: w.Pipe()}}
+	table := headerTables{bpf: bpfInfo{off: w.Pipe()}, host: host}
 	st, err := m.Dump(ctx, func(rec []byte) error {
 		table.add(rec)
 		return w.WriteRecord(rec)
@@ -48,21 +48,29 @@ func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts
 }
 
 // newPerfWriter starts perf.data on out under attrs, with the host's
-// features and opts.Cmdline (os.Args if nil).
-func newPerfWriter(out io.Writer, attrs []perfdata.WriterAttr, opts WriteOptions) (*perfdata.Writer, error) {
+// features and opts.Cmdline (os.Args if nil). A pipe's header comes
+// first, features and all; a file's is written last, so there the
+// host's features are read on a goroutine while the records are
+// written (the caches alone take milliseconds of sysfs reads), and come
+// through the channel it returns, for finishPerfData.
+func newPerfWriter(out io.Writer, attrs []perfdata.WriterAttr, opts WriteOptions) (*perfdata.Writer, <-chan []perfdata.Feature, error) {
 	cmdline := opts.Cmdline
 	if cmdline == nil {
 		cmdline = os.Args
 	}
-	w, err := perfdata.NewWriter(out, perfdata.WriterOptions{
-		Attrs:    attrs,
-		Features: perfdata.HostFeatures(cmdline),
-		Pipe:     opts.Pipe,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start perf.data: %w", err)
+	wo := perfdata.WriterOptions{Attrs: attrs, Pipe: opts.Pipe}
+	var host chan []perfdata.Feature
+	if perfdata.WritesFile(out, opts.Pipe) {
+		host = make(chan []perfdata.Feature, 1)
+		go func() { host <- perfdata.HostFeatures(cmdline) }()
+	} else {
+		wo.Features = perfdata.HostFeatures(cmdline)
 	}
-	return w, nil
+	w, err := perfdata.NewWriter(out, wo)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start perf.data: %w", err)
+	}
+	return w, host, nil
 }
 
 // finishPerfData closes off w after the records: the build IDs of table
@@ -72,6 +80,11 @@ func newPerfWriter(out io.Writer, attrs []perfdata.WriterAttr, opts WriteOptions
 // err, the error that ended the records, so what was written stays
 // readable, and returns the first error.
 func finishPerfData(w *perfdata.Writer, table *headerTables, o Options, err error) error {
+	if table.host != nil {
+		for _, f := range <-table.host {
+			_ = w.AddFeature(f) // file mode: kept for Close, no error
+		}
+	}
 	if err == nil && !o.NoBuildID {
 		err = w.WriteBuildIDs(table.buildIDs.events(o.NoKernel))
 	}
