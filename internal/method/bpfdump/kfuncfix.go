@@ -76,8 +76,19 @@ func checkTaskVMAIter() error {
 		return err
 	}
 	if !taskVMAIterSafe(r) {
-		return fmt.Errorf("Linux %s lacks the mm lifecycle fix of the open-coded task_vma iterator "+
-			"the walk calls (CVE-2026-53085; fixed in 6.12.91, 6.18.33, 7.0.10, 7.1)", rel)
+		return &UnsafeIterError{Release: rel}
 	}
 	return nil
+}
+
+// UnsafeIterError is why the maple walk does not run on a kernel whose
+// open-coded task_vma iterator can touch a freed mm: a kernel bug, not a
+// missing feature.
+type UnsafeIterError struct {
+	Release string // the kernel's, as uname gives it
+}
+
+func (e *UnsafeIterError) Error() string {
+	return fmt.Sprintf("Linux %s lacks the mm lifecycle fix of the open-coded task_vma iterator "+
+		"the walk calls (CVE-2026-53085; fixed in 6.12.91, 6.18.33, 7.0.10, 7.1)", e.Release)
 }
