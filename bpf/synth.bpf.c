@@ -161,7 +161,14 @@ static __always_inline __u64 mm_context_flags(struct mm_struct *mm)
 
 /* PERF_RECORD_FORK as perf synthesizes it (tools/perf/util/
  * synthetic-events.c): a leader names its parent process, any other
- * thread its leader, as if the main thread had spawned it. */
+ * thread its leader, as if the main thread had spawned it.
+ *
+ * Pointer fields of the task are read with BPF_CORE_READ here and in
+ * fill_namespaces, not loaded: dump_task's task is trusted, and at each
+ * load of a pointer field of a trusted pointer, in each state it checks
+ * it in, the verifier searches vmlinux BTF by name for
+ * "task_struct__safe_*" (btf_nested_type_is_trusted), most of
+ * dump_task's load time. */
 static __always_inline void fill_fork(struct synth_fork *f, struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
@@ -179,14 +186,15 @@ static __always_inline void fill_fork(struct synth_fork *f, struct task_struct *
 	}
 	/* /proc/PID/status's PPid: 0 for init and kthreadd, whose parent
 	 * is the idle task. */
-	f->ppid = f->ptid = task->real_parent->tgid;
-	mm = task->mm;
+	f->ppid = f->ptid = BPF_CORE_READ(task, real_parent, tgid);
+	mm = BPF_CORE_READ(task, mm);
 	if (mm && !(mm_context_flags(mm) & (1UL << MM_CONTEXT_HAS_VSYSCALL)))
 		f->header.misc |= SYNTH_MISC_NO_GATE;
 }
 
-/* The inode number of a namespace, 0 for none. */
-#define NS_INUM(p) ((p) ? (p)->ns.inum : 0)
+/* The inode number of nsp's namespace field, 0 for none (a NULL
+ * pointer's read fails, and a failed read zeroes its destination). */
+#define NS_INUM(nsp, field) BPF_CORE_READ(nsp, field, ns.inum)
 
 /* PERF_RECORD_NAMESPACES of task: the namespaces /proc/PID/ns/ names
  * (fs/proc/namespaces.c), as perf --namespaces synthesizes them from
@@ -194,8 +202,8 @@ static __always_inline void fill_fork(struct synth_fork *f, struct task_struct *
  * perf cannot stat them either, and writes zeros. */
 static __always_inline void fill_namespaces(struct synth_namespaces *r, struct task_struct *task)
 {
-	struct nsproxy *nsp = task->nsproxy;
-	struct pid *pid = task->thread_pid;
+	struct nsproxy *nsp = BPF_CORE_READ(task, nsproxy);
+	struct pid *pid = BPF_CORE_READ(task, thread_pid);
 	struct pid_namespace *pidns = NULL;
 	__u32 i, level;
 
@@ -208,23 +216,23 @@ static __always_inline void fill_namespaces(struct synth_namespaces *r, struct t
 	__builtin_memset(r->link, 0, sizeof(r->link));
 	if (!nsp)
 		return;
-	r->link[0].ino = NS_INUM(nsp->net_ns);
-	r->link[1].ino = NS_INUM(nsp->uts_ns);
-	r->link[2].ino = NS_INUM(nsp->ipc_ns);
+	r->link[0].ino = NS_INUM(nsp, net_ns);
+	r->link[1].ino = NS_INUM(nsp, uts_ns);
+	r->link[2].ino = NS_INUM(nsp, ipc_ns);
 	if (pid) {
 		/* task_active_pid_ns(): the namespace of the pid's own level,
 		 * an element of a flexible array: read, not loaded. */
 		unsigned int inum = 0;
 
-		level = pid->level;
+		level = BPF_CORE_READ(pid, level);
 		bpf_probe_read_kernel(&pidns, sizeof(pidns), &pid->numbers[level & 31].ns);
 		if (pidns)
 			bpf_probe_read_kernel(&inum, sizeof(inum), &pidns->ns.inum);
 		r->link[3].ino = inum;
 	}
-	r->link[4].ino = NS_INUM(task->real_cred->user_ns);
-	r->link[5].ino = NS_INUM(nsp->mnt_ns);
-	r->link[6].ino = NS_INUM(nsp->cgroup_ns);
+	r->link[4].ino = BPF_CORE_READ(task, real_cred, user_ns, ns.inum);
+	r->link[5].ino = NS_INUM(nsp, mnt_ns);
+	r->link[6].ino = NS_INUM(nsp, cgroup_ns);
 	for (i = 0; i < SYNTH_NR_NAMESPACES; i++)
 		if (r->link[i].ino)
 			r->link[i].dev = synth_ns_dev;

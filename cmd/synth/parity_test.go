@@ -63,7 +63,8 @@ func untrailed(rec fileRecord) []byte {
 // field (all but the sample_id trailer, which perf leaves zero and synth
 // fills with the record's pid and tid), for a process with named threads
 // and a child of the test: perf record -a --namespaces --all-cgroups
-// against synth dump --namespaces --all-cgroups, with each method.
+// against synth dump --namespaces --all-cgroups, with each method and
+// both walks.
 func TestTaskRecordsMatchPerf(t *testing.T) {
 	testenv.Root(t)
 	testenv.Perf(t)
@@ -86,10 +87,17 @@ func TestTaskRecordsMatchPerf(t *testing.T) {
 	if len(want) < 3*(len(comms)+1) || len(wantCgroups) == 0 {
 		t.Fatalf("perf wrote %d thread records for %d threads, %d cgroups", len(want), len(comms)+1, len(wantCgroups))
 	}
-	for _, method := range []string{"bpf", "procmaps", "procquery"} {
+	// bpf-iter: the task_vma iterator's walk, whose dump_task program
+	// writes the task records instead of dump_tasks.
+	for _, method := range []string{"bpf", "bpf-iter", "procmaps", "procquery"} {
 		t.Run(method, func(t *testing.T) {
 			out := filepath.Join(dir, method+".data")
-			r := runCmd(t, exec.Command(synthBin, "dump", "--method", method, "--namespaces", "--all-cgroups", "-o", out))
+			args := []string{"dump", "--method", method, "--namespaces", "--all-cgroups", "-o", out}
+			if method == "bpf-iter" {
+				args[2] = "bpf"
+				args = append(args, "--walk", "iter")
+			}
+			r := runCmd(t, exec.Command(synthBin, args...))
 			if r.code != 0 {
 				t.Fatalf("synth dump: exit %d\n%s", r.code, r.stderr)
 			}
