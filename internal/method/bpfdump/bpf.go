@@ -175,8 +175,9 @@ func (b *BPF) loadPrograms() error {
 
 // vmaIter loads the task_vma iterator's program, dump_vma, unless it is
 // loaded. A kernel with the maple walk (6.14) has everything dump_vma
-// needs (iter/task_vma, and bpf_d_path in iterators, came in 5.12), so its load failing there is no reason to go to /proc: the dump
-// that needed it fails, naming it.
+// needs (iter/task_vma, and bpf_d_path in iterators, came in 5.12), so
+// its load failing there is no reason to go to /proc: the dump that
+// needed it fails, naming it.
 func (b *BPF) vmaIter() error {
 	if b.dumpVMA != nil {
 		return nil
