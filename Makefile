@@ -45,9 +45,14 @@ generate: deps
 check-generate: deps
 	SYNTH_REQUIRE=1 $(GO) test -count=1 -run '^TestGeneratedUpToDate$$' ./bpf
 
+# perfdata reads and writes perf.data on any system: it builds for
+# macOS and Windows too, tests included.
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+	GOOS=darwin $(GO) build ./perfdata
+	GOOS=darwin $(GO) vet ./perfdata
+	GOOS=windows $(GO) vet ./perfdata
 
 # Every test, with skips for missing root/BPF/perf/clang turned into failures.
 # One package at a time: the tests that run perf record -a must not see

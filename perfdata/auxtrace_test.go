@@ -33,7 +33,7 @@ func TestAuxtracePayload(t *testing.T) {
 	for _, pipe := range []bool{false, true} {
 		out := &seekBuffer{}
 		w, err := NewWriter(out, WriterOptions{Attrs: []WriterAttr{{Attr: testAttr(), Name: "dummy:u"}},
-			Features: HostFeatures([]string{"synth", "test"}), Pipe: &pipe})
+			Features: testFeatures("synth", "test"), Pipe: &pipe})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,15 +1,5 @@
 package perfdata
 
-import (
-	"os"
-	"runtime"
-	"runtime/debug"
-	"strconv"
-
-	"github.com/synth-dev/synth/internal/procfs"
-	"golang.org/x/sys/unix"
-)
-
 // Feature is one feature section: its id (Feat*) and its body, encoded
 // as in a perf.data file (tools/perf/util/header.c).
 type Feature struct {
@@ -71,70 +61,4 @@ func EventDescFeature(descs []EventDesc) Feature {
 		}
 	}
 	return Feature{ID: FeatEventDesc, Data: b}
-}
-
-// HostFeatures describes this host as perf record 6.1 does: HOSTNAME,
-// OSRELEASE, VERSION (synth's module version, where perf writes its
-// own), ARCH, NRCPUS, CPUDESC, CPUID, TOTAL_MEM, CMDLINE, CPU_TOPOLOGY,
-// NUMA_TOPOLOGY, PMU_MAPPINGS, CACHE, MEM_TOPOLOGY, PMU_CAPS, and
-// BPF_PROG_INFO and BPF_BTF (empty). A section the host gives no data
-// for is left out, as perf leaves it out. The Writer adds EVENT_DESC,
-// SAMPLE_TIME, and CLOCKID and CLOCK_DATA for attrs with use_clockid.
-func HostFeatures(cmdline []string) []Feature {
-	var uts unix.Utsname
-	_ = unix.Uname(&uts) // cannot fail; zero fields read as ""
-	host, _ := os.Hostname()
-	cpuSys := sysfs + "/devices/system/cpu/"
-	s, _ := readTrim(cpuSys + "online")
-	online, err := procfs.CPUList(s)
-	if err != nil {
-		online, _ = procfs.CPUList("0-" + strconv.Itoa(runtime.NumCPU()-1))
-	}
-	avail := max(countCPUs(cpuSys+"present", len(online)), len(online))
-	possible := max(countCPUs(cpuSys+"possible", avail), avail)
-	fs := []Feature{
-		StringFeature(FeatHostname, host),
-		StringFeature(FeatOSRelease, unix.ByteSliceToString(uts.Release[:])),
-		StringFeature(FeatVersion, version()),
-		StringFeature(FeatArch, unix.ByteSliceToString(uts.Machine[:])),
-		NrCPUsFeature(uint32(avail), uint32(len(online))),
-		CmdlineFeature(cmdline),
-	}
-	info := cpuinfo()
-	for _, f := range []func() (Feature, bool){
-		func() (Feature, bool) { return cpuDescFeature(info) },
-		func() (Feature, bool) { return cpuIDFeature(info) },
-		totalMemFeature,
-		func() (Feature, bool) { return cpuTopologyFeature(avail, online) },
-		numaTopologyFeature, pmuMappingsFeature,
-		func() (Feature, bool) { return cacheFeature(possible) },
-		memTopologyFeature,
-	} {
-		if feat, ok := f(); ok {
-			fs = append(fs, feat)
-		}
-	}
-	return append(append(fs, pmuCapsFeature()), emptyBPFFeatures()...)
-}
-
-// version is the synth module's version, as the VERSION feature.
-func version() string {
-	v := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		v = bi.Main.Version
-	}
-	return "synth " + v
-}
-
-// countCPUs counts the CPUs of a sysfs cpu list ("0-3,5"), or returns def.
-func countCPUs(path string, def int) int {
-	s, ok := readTrim(path)
-	if !ok {
-		return def
-	}
-	cpus, err := procfs.CPUList(s)
-	if err != nil || len(cpus) == 0 {
-		return def
-	}
-	return len(cpus)
 }

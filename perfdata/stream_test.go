@@ -13,7 +13,7 @@ func pipeFile(t testing.TB, extra ...[]byte) []byte {
 	pipe := true
 	out := &seekBuffer{}
 	w, err := NewWriter(out, WriterOptions{Attrs: []WriterAttr{{Attr: testAttr(), IDs: []uint64{5, 6}}},
-		Features: HostFeatures([]string{"synth"}), Pipe: &pipe})
+		Features: testFeatures("synth"), Pipe: &pipe})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,10 @@ type WriterAttr struct {
 
 // WriterOptions configure NewWriter.
 type WriterOptions struct {
-	Attrs    []WriterAttr // at least one
+	Attrs []WriterAttr // at least one
+	// Features are the header's feature sections. The Writer adds
+	// EVENT_DESC unless given, and SAMPLE_TIME in file mode; an attr
+	// with use_clockid wants ClockFeatures here.
 	Features []Feature
 	// Pipe forces pipe mode (true) or file mode (false). nil chooses as
 	// `perf record` does: file mode for a regular file positioned at its
@@ -82,10 +85,6 @@ func NewWriter(out io.Writer, opts WriterOptions) (*Writer, error) {
 	w.features = slices.Clone(opts.Features)
 	if !hasFeature(w.features, FeatEventDesc) {
 		w.features = append(w.features, w.eventDesc())
-	}
-	if i := slices.IndexFunc(w.attrs, func(a WriterAttr) bool { return a.Attr.Flags&AttrUseClockID != 0 }); i >= 0 &&
-		!hasFeature(w.features, FeatClockID) {
-		w.features = append(w.features, ClockFeatures(w.attrs[i].Attr.ClockID)...)
 	}
 	w.pipe = !WritesFile(out, opts.Pipe)
 	if !w.pipe {

@@ -35,7 +35,7 @@ func writeTest(t *testing.T, out io.Writer, pipe bool) {
 	t.Helper()
 	w, err := NewWriter(out, WriterOptions{
 		Attrs:    []WriterAttr{{Attr: testAttr(), Name: "dummy:u"}},
-		Features: HostFeatures([]string{"synth", "test"}),
+		Features: testFeatures("synth", "test"),
 		Pipe:     &pipe,
 	})
 	if err != nil {

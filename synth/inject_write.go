@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/synth-dev/synth/internal/perfhost"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -28,6 +29,9 @@ func newInjectWriter(out io.Writer, perfAttrs []perfdata.ReaderAttr, perfFeats [
 			feats = append(feats, f)
 		}
 	}
+	// perf -k writes the clock's sections itself; where an older perf
+	// did not, the clock is read now.
+	feats = perfhost.WithClock(feats, attrs)
 	w, err := perfdata.NewWriter(out, perfdata.WriterOptions{Attrs: attrs, Features: feats, Pipe: pipe})
 	if err != nil {
 		return nil, fmt.Errorf("start perf.data: %w", err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/synth-dev/synth/internal/perfhost"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -58,13 +59,14 @@ func newPerfWriter(out io.Writer, attrs []perfdata.WriterAttr, opts WriteOptions
 	if cmdline == nil {
 		cmdline = os.Args
 	}
-	wo := perfdata.WriterOptions{Attrs: attrs, Pipe: opts.Pipe}
+	// The clocks are read now, when the records' times begin.
+	wo := perfdata.WriterOptions{Attrs: attrs, Pipe: opts.Pipe, Features: perfhost.WithClock(nil, attrs)}
 	var host chan []perfdata.Feature
 	if perfdata.WritesFile(out, opts.Pipe) {
 		host = make(chan []perfdata.Feature, 1)
-		go func() { host <- perfdata.HostFeatures(cmdline) }()
+		go func() { host <- perfhost.Features(cmdline) }()
 	} else {
-		wo.Features = perfdata.HostFeatures(cmdline)
+		wo.Features = append(wo.Features, perfhost.Features(cmdline)...)
 	}
 	w, err := perfdata.NewWriter(out, wo)
 	if err != nil {

@@ -6,35 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/synth-dev/synth/internal/testenv"
 )
-
-// perfRun runs perf with stdin and returns stdout, failing on a non-zero
-// exit or a complaint on stderr.
-func perfRun(t *testing.T, stdin []byte, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(testenv.Perf(t), args...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	cmd.Stdin = bytes.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("perf %v: %v\n%s", args, err, stderr.String())
-	}
-	low := strings.ToLower(stderr.String())
-	for _, bad := range []string{"warning", "error", "fail", "invalid", "unknown"} {
-		if strings.Contains(low, bad) {
-			t.Fatalf("perf %v: stderr says %q:\n%s", args, bad, stderr.String())
-		}
-	}
-	return stdout.String()
-}
 
 // gnuBuildID reads the NT_GNU_BUILD_ID note of an ELF file.
 func gnuBuildID(t *testing.T, path string) []byte {
@@ -69,7 +45,7 @@ func writeModes(t *testing.T, ids []BuildIDEvent) (string, []byte) {
 	for _, out := range []interface{ Write([]byte) (int, error) }{f, &pipe} {
 		w, err := NewWriter(out, WriterOptions{
 			Attrs:    []WriterAttr{{Attr: testAttr(), Name: "dummy:u"}},
-			Features: HostFeatures([]string{"synth", "dump"}),
+			Features: testFeatures("synth", "dump"),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -125,8 +101,7 @@ func TestPerfReads(t *testing.T) {
 		})
 	}
 	hdr := perfRun(t, nil, "report", "--header-only", "-i", path)
-	host, _ := os.Hostname()
-	for _, want := range []string{"# hostname : " + host, "# os release : ", "# arch : ",
+	for _, want := range []string{"# hostname : " + testHost, "# os release : ", "# arch : ",
 		"# nrcpus online : ", "# cmdline : synth dump", "# event : name = dummy:u"} {
 		if !strings.Contains(hdr, want) {
 			t.Errorf("perf report --header-only: no %q in\n%s", want, hdr)
@@ -145,5 +120,34 @@ func pipeBuildIDs(t *testing.T, dump string, id []byte) {
 	// The raw dump of the record holds the id's first bytes.
 	if !strings.Contains(dump, fmt.Sprintf("0010:  % x", id[4:12])) {
 		t.Errorf("perf report -D shows no record with build id %x", id)
+	}
+}
+
+// TestPerfReadsHostSections has perf print every host section of
+// testFeatures, as encoded by hostfeat.go.
+func TestPerfReadsHostSections(t *testing.T) {
+	path, _ := writeModes(t, nil)
+	hdr := perfRun(t, nil, "report", "--header-only", "-I", "-i", path)
+	for _, want := range []string{
+		"# cpudesc : Test CPU @ 2.00GHz",
+		"# cpuid : GenuineIntel,6,85,7",
+		"# total memory : 25165824 kB",
+		"# sibling sockets : 0-1",
+		"# sibling dies    : 0-1",
+		"# sibling threads : 1",
+		"# CPU 1: Core ID 1, Die ID 0, Socket ID 0",
+		"# node0 meminfo  : total = 25165824 kB, free = 20971520 kB",
+		"# node0 cpu list : 0-1",
+		"# pmu mappings: cpu = 4, software = 1",
+		"#  L2 Unified            1024K [0]",
+		"# memory nodes (nr 1, block size 0x8000000):",
+		"#    0 [640M]: 0-3,70",
+		"# ibs_op pmu capabilities: zen4_ibs_extensions=1",
+		"# clockid frequency: 1000 MHz",
+		"# clockid: monotonic (1)",
+	} {
+		if !strings.Contains(hdr, want) {
+			t.Errorf("perf report --header-only: no %q in\n%s", want, hdr)
+		}
 	}
 }
