@@ -32,7 +32,7 @@ func TestAuxtracePayload(t *testing.T) {
 	recs := testRecords()
 	for _, pipe := range []bool{false, true} {
 		out := &seekBuffer{}
-		w, err := NewWriter(out, WriterOptions{Attrs: []WriterAttr{{Attr: testAttr(), Name: "dummy:u"}},
+		w, err := NewWriter(out, WriterOptions{Attrs: []EventAttr{{Attr: testAttr(), Name: "dummy:u"}},
 			Features: testFeatures("synth", "test"), Pipe: &pipe})
 		if err != nil {
 			t.Fatal(err)

@@ -15,7 +15,7 @@ func Example() {
 	var out bytes.Buffer
 	pipe := true
 	w, err := perfdata.NewWriter(&out, perfdata.WriterOptions{
-		Attrs: []perfdata.WriterAttr{{Attr: attr, Name: "dummy:u"}},
+		Attrs: []perfdata.EventAttr{{Attr: attr, Name: "dummy:u"}},
 		Pipe:  &pipe,
 	})
 	if err != nil {

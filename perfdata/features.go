@@ -40,16 +40,9 @@ func CmdlineFeature(args []string) Feature {
 	return Feature{ID: FeatCmdline, Data: b}
 }
 
-// EventDesc describes one event for HEADER_EVENT_DESC.
-type EventDesc struct {
-	Attr Attr
-	Name string
-	IDs  []uint64
-}
-
 // EventDescFeature is HEADER_EVENT_DESC: u32 nr, u32 attr_size, then per
 // event: attr, u32 nr_ids, perf string name, u64 ids[nr_ids].
-func EventDescFeature(descs []EventDesc) Feature {
+func EventDescFeature(descs []EventAttr) Feature {
 	b := le.AppendUint32(nil, uint32(len(descs)))
 	b = le.AppendUint32(b, AttrSize)
 	for _, d := range descs {

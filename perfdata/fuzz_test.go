@@ -12,7 +12,7 @@ import (
 func FuzzReader(f *testing.F) {
 	for _, pipe := range []bool{false, true} {
 		out := &seekBuffer{}
-		w, err := NewWriter(out, WriterOptions{Attrs: []WriterAttr{{Attr: testAttr()}},
+		w, err := NewWriter(out, WriterOptions{Attrs: []EventAttr{{Attr: testAttr()}},
 			Features: testFeatures("synth"), Pipe: &pipe})
 		if err != nil {
 			f.Fatal(err)

@@ -44,7 +44,7 @@ func writeModes(t *testing.T, ids []BuildIDEvent) (string, []byte) {
 	var pipe bytes.Buffer
 	for _, out := range []interface{ Write([]byte) (int, error) }{f, &pipe} {
 		w, err := NewWriter(out, WriterOptions{
-			Attrs:    []WriterAttr{{Attr: testAttr(), Name: "dummy:u"}},
+			Attrs:    []EventAttr{{Attr: testAttr(), Name: "dummy:u"}},
 			Features: testFeatures("synth", "dump"),
 		})
 		if err != nil {

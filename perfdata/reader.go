@@ -13,12 +13,6 @@ const (
 	maxAttrSize    = 4096
 )
 
-// ReaderAttr is one attr of a file with its sample ids.
-type ReaderAttr struct {
-	Attr Attr
-	IDs  []uint64
-}
-
 // Record is one record of the data section. Data is the whole record,
 // header included, and is only valid until the next call of Next.
 type Record struct {
@@ -45,7 +39,7 @@ type Reader struct {
 // headers are the attrs and features of a file, and the count of sample
 // ids, which is capped.
 type headers struct {
-	attrs    []ReaderAttr
+	attrs    []EventAttr
 	features []Feature
 	nids     int
 }
@@ -143,7 +137,7 @@ func (rd *Reader) readFileAttr(off, attrSize int64) error {
 	if err != nil {
 		return err
 	}
-	rd.attrs = append(rd.attrs, ReaderAttr{Attr: a, IDs: ids})
+	rd.attrs = append(rd.attrs, EventAttr{Attr: a, IDs: ids})
 	return nil
 }
 
@@ -196,7 +190,7 @@ func (rd *Reader) Pipe() bool { return rd.pipe }
 
 // Attrs returns the attrs read so far (in pipe mode, from the
 // HEADER_ATTR records Next has passed).
-func (rd *headers) Attrs() []ReaderAttr { return rd.attrs }
+func (rd *headers) Attrs() []EventAttr { return rd.attrs }
 
 // Features returns the feature sections read so far (in pipe mode, from
 // the HEADER_FEATURE records Next has passed, without the end marker).
@@ -280,7 +274,7 @@ func (rd *headers) take(rec Record) error {
 		for i := range ids {
 			ids[i] = le.Uint64(p[asize+8*i:])
 		}
-		rd.attrs = append(rd.attrs, ReaderAttr{Attr: a, IDs: ids})
+		rd.attrs = append(rd.attrs, EventAttr{Attr: a, IDs: ids})
 	case RecordHeaderFeature:
 		if len(p) < 8 {
 			return errorf(rec.Off, "short HEADER_FEATURE")

@@ -12,7 +12,7 @@ import (
 func pipeFile(t testing.TB, extra ...[]byte) []byte {
 	pipe := true
 	out := &seekBuffer{}
-	w, err := NewWriter(out, WriterOptions{Attrs: []WriterAttr{{Attr: testAttr(), IDs: []uint64{5, 6}}},
+	w, err := NewWriter(out, WriterOptions{Attrs: []EventAttr{{Attr: testAttr(), IDs: []uint64{5, 6}}},
 		Features: testFeatures("synth"), Pipe: &pipe})
 	if err != nil {
 		t.Fatal(err)

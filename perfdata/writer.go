@@ -20,9 +20,11 @@ const (
 	featBits       = 256 // HEADER_FEAT_BITS
 )
 
-// WriterAttr is one event of the file: its attr, the name perf shows and
-// the sample ids that select it.
-type WriterAttr struct {
+// EventAttr is one event of a perf.data file: its attr, the name perf
+// shows (HEADER_EVENT_DESC) and the sample ids that select it. The
+// Writer takes them, the Reader gives them back (with no Name: see
+// Reader.Features for HEADER_EVENT_DESC).
+type EventAttr struct {
 	Attr Attr
 	Name string
 	IDs  []uint64
@@ -30,7 +32,7 @@ type WriterAttr struct {
 
 // WriterOptions configure NewWriter.
 type WriterOptions struct {
-	Attrs []WriterAttr // at least one
+	Attrs []EventAttr // at least one
 	// Features are the header's feature sections. The Writer adds
 	// EVENT_DESC unless given, and SAMPLE_TIME in file mode; an attr
 	// with use_clockid wants ClockFeatures here.
@@ -54,7 +56,7 @@ type Writer struct {
 	whole    int64  // file mode: bytes of the data section's whole records that out took
 	dataDone bool   // file mode: the data is written; what follows is not records
 	pipe     bool
-	attrs    []WriterAttr
+	attrs    []EventAttr
 	features []Feature
 	dataOff  int64
 	dataSize int64
@@ -79,7 +81,7 @@ func NewWriter(out io.Writer, opts WriterOptions) (*Writer, error) {
 			w.attrs[i].IDs = []uint64{uint64(i + 1)}
 		}
 	}
-	w.oneSampleType = !slices.ContainsFunc(w.attrs, func(a WriterAttr) bool {
+	w.oneSampleType = !slices.ContainsFunc(w.attrs, func(a EventAttr) bool {
 		return a.Attr.SampleType != w.attrs[0].Attr.SampleType
 	})
 	w.features = slices.Clone(opts.Features)
@@ -124,13 +126,7 @@ func hasFeature(fs []Feature, id int) bool {
 	return slices.ContainsFunc(fs, func(f Feature) bool { return f.ID == id })
 }
 
-func (w *Writer) eventDesc() Feature {
-	descs := make([]EventDesc, len(w.attrs))
-	for i, a := range w.attrs {
-		descs[i] = EventDesc(a)
-	}
-	return EventDescFeature(descs)
-}
+func (w *Writer) eventDesc() Feature { return EventDescFeature(w.attrs) }
 
 // Pipe reports whether the writer is in pipe mode.
 func (w *Writer) Pipe() bool { return w.pipe }

@@ -34,7 +34,7 @@ func testRecords() [][]byte {
 func writeTest(t *testing.T, out io.Writer, pipe bool) {
 	t.Helper()
 	w, err := NewWriter(out, WriterOptions{
-		Attrs:    []WriterAttr{{Attr: testAttr(), Name: "dummy:u"}},
+		Attrs:    []EventAttr{{Attr: testAttr(), Name: "dummy:u"}},
 		Features: testFeatures("synth", "test"),
 		Pipe:     &pipe,
 	})
@@ -109,7 +109,7 @@ func TestWriterMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	opts := WriterOptions{Attrs: []WriterAttr{{Attr: testAttr()}}}
+	opts := WriterOptions{Attrs: []EventAttr{{Attr: testAttr()}}}
 	if w, err := NewWriter(f, opts); err != nil || w.Pipe() {
 		t.Errorf("regular file: pipe=%v, %v", w != nil && w.Pipe(), err)
 	}
@@ -131,7 +131,7 @@ func TestWriterDevFull(t *testing.T) {
 		t.Skip(err)
 	}
 	defer f.Close()
-	w, err := NewWriter(f, WriterOptions{Attrs: []WriterAttr{{Attr: testAttr()}}})
+	w, err := NewWriter(f, WriterOptions{Attrs: []EventAttr{{Attr: testAttr()}}})
 	if err == nil {
 		big := (&Mmap2{Filename: string(bytes.Repeat([]byte("a"), 4000))}).Append(nil, 0, nil)
 		for i := 0; i < 1000 && err == nil; i++ {
@@ -164,7 +164,7 @@ func (f *failAfter) Seek(int64, int) (int64, error) { return 0, nil }
 func TestWriterErrorSticky(t *testing.T) {
 	out := &failAfter{n: 1 << 20}
 	pipe := false
-	w, err := NewWriter(out, WriterOptions{Attrs: []WriterAttr{{Attr: testAttr()}}, Pipe: &pipe})
+	w, err := NewWriter(out, WriterOptions{Attrs: []EventAttr{{Attr: testAttr()}}, Pipe: &pipe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestWriterFullDisk(t *testing.T) {
 	filePipe := false
 	write := func(room int64) (*fullFile, error) {
 		f := &fullFile{room: room}
-		w, err := NewWriter(f, WriterOptions{Attrs: []WriterAttr{{Attr: testAttr(), Name: "dummy"}}, Pipe: &filePipe})
+		w, err := NewWriter(f, WriterOptions{Attrs: []EventAttr{{Attr: testAttr(), Name: "dummy"}}, Pipe: &filePipe})
 		if err != nil {
 			return f, err
 		}

@@ -153,7 +153,7 @@ func injectDump(ctx context.Context, o Options, opts InjectOptions, st *InjectSt
 // checkAttrs checks that perf's records can be ordered against the dump:
 // every event on CLOCK_MONOTONIC, with sample_id_all and times. It
 // returns the trailer layout (the sample_type of the first attr).
-func checkAttrs(attrs []perfdata.ReaderAttr) (uint64, error) {
+func checkAttrs(attrs []perfdata.EventAttr) (uint64, error) {
 	if len(attrs) == 0 {
 		return 0, errors.New("perf's stream has no attrs before its first record")
 	}
@@ -175,10 +175,10 @@ func checkAttrs(attrs []perfdata.ReaderAttr) (uint64, error) {
 // injectDumpOptions derives the dump from perf's stream: the processes of
 // its thread map (all for -a), and data mappings, namespaces, cgroups
 // and BPF events as its attrs ask for them.
-func injectDumpOptions(attrs []perfdata.ReaderAttr, init *initRecords, opts InjectOptions) Options {
+func injectDumpOptions(attrs []perfdata.EventAttr, init *initRecords, opts InjectOptions) Options {
 	o := Options{NoBuildID: opts.NoBuildID, BuildIDTimeout: opts.BuildIDTimeout, NoLive: true, Pids: init.pids}
 	any := func(flag uint64) bool {
-		return slices.ContainsFunc(attrs, func(a perfdata.ReaderAttr) bool { return a.Attr.Flags&flag != 0 })
+		return slices.ContainsFunc(attrs, func(a perfdata.EventAttr) bool { return a.Attr.Flags&flag != 0 })
 	}
 	o.Data = any(perfdata.AttrMmapData)
 	o.Namespaces = any(perfdata.AttrNamespaces)

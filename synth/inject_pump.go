@@ -113,7 +113,7 @@ type recordTimes struct {
 	byID    map[uint64]uint64 // sample_type by sample id, when attrs differ
 }
 
-func newRecordTimes(attrs []perfdata.ReaderAttr) recordTimes {
+func newRecordTimes(attrs []perfdata.EventAttr) recordTimes {
 	rt := recordTimes{trailer: attrs[0].Attr.SampleType, first: attrs[0].Attr.SampleType}
 	for _, a := range attrs {
 		if a.Attr.SampleType != rt.first && rt.byID == nil {

@@ -12,12 +12,12 @@ import (
 // newInjectWriter starts the output with perf's attrs and features. The
 // SAMPLE_TIME of perf's pipe is left out: perf writes it empty ahead of
 // the samples, and a file gets the span of the samples written.
-func newInjectWriter(out io.Writer, perfAttrs []perfdata.ReaderAttr, perfFeats []perfdata.Feature, init *initRecords, pipe *bool) (*perfdata.Writer, error) {
-	var attrs []perfdata.WriterAttr
+func newInjectWriter(out io.Writer, perfAttrs []perfdata.EventAttr, perfFeats []perfdata.Feature, init *initRecords, pipe *bool) (*perfdata.Writer, error) {
+	var attrs []perfdata.EventAttr
 	for _, a := range perfAttrs {
 		// A newer perf's larger attr is written as the fields perf 6.1
 		// knows (Attr.Append).
-		wa := perfdata.WriterAttr{Attr: a.Attr, IDs: a.IDs}
+		wa := perfdata.EventAttr{Attr: a.Attr, IDs: a.IDs}
 		if len(a.IDs) > 0 {
 			wa.Name = init.names[a.IDs[0]]
 		}

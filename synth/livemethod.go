@@ -29,7 +29,7 @@ func NewLive(opts Options) (Method, error) {
 }
 
 // Attrs returns the attrs the records are written under.
-func (m *liveMethod) Attrs() []perfdata.WriterAttr { return m.s.Attrs() }
+func (m *liveMethod) Attrs() []perfdata.EventAttr { return m.s.Attrs() }
 
 // Dump hands emit the synthesized records of a new generation, then the
 // live records of that generation that the rings hold when it ends.

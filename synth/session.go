@@ -145,7 +145,7 @@ type Session struct {
 	mu    sync.Mutex // held by ReadInto and Dump
 	opts  SessionOptions
 	b     *bpfdump.BPF
-	attrs []perfdata.WriterAttr
+	attrs []perfdata.EventAttr
 	// wake is an eventfd by which Close, Flush and SetDeadline
 	// interrupt a waiting ReadInto; wakeMu guards its closing.
 	wakeMu sync.Mutex
@@ -237,11 +237,11 @@ func (s *Session) init(rc bpfdump.RingConfig) error {
 	side := rc.LiveAttr()
 	side.Flags &^= perfdata.AttrWatermark
 	side.WakeupEvents = 0
-	s.attrs = []perfdata.WriterAttr{{Attr: side, Name: attrName, IDs: liveIDs}}
+	s.attrs = []perfdata.EventAttr{{Attr: side, Name: attrName, IDs: liveIDs}}
 	if s.opts.Sample != nil {
 		a := samplerAttr(s.opts.Sample)
 		a.Flags &^= perfdata.AttrDisabled
-		s.attrs = append(s.attrs, perfdata.WriterAttr{Attr: a, Name: "cpu-clock", IDs: samplerIDs})
+		s.attrs = append(s.attrs, perfdata.EventAttr{Attr: a, Name: "cpu-clock", IDs: samplerIDs})
 		if s.opts.Sample.OnExec || s.opts.Sample.Stopped {
 			return nil // the kernel enables them at the exec, or StartSampling
 		}
@@ -272,7 +272,7 @@ func (s *Session) sampling(on bool) error {
 // Attrs returns the attrs to write the stream under, with the ids its
 // records carry: the side-band (synthesized and live records), then the
 // sampling event if any.
-func (s *Session) Attrs() []perfdata.WriterAttr { return s.attrs }
+func (s *Session) Attrs() []perfdata.EventAttr { return s.attrs }
 
 // Dump starts a dump of a new generation. ReadInto returns its
 // synthesized records next, then a KindDumpEnd record, then the live

@@ -29,8 +29,8 @@ type WriteOptions struct {
 // not closed. When the dump fails part way, what was written is still
 // closed off as a valid perf.data file, and the error is returned.
 func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts WriteOptions) (Stats, error) {
-	attrs := []perfdata.WriterAttr{{Attr: o.Attr(), Name: attrName}}
-	if a, ok := m.(interface{ Attrs() []perfdata.WriterAttr }); ok {
+	attrs := []perfdata.EventAttr{{Attr: o.Attr(), Name: attrName}}
+	if a, ok := m.(interface{ Attrs() []perfdata.EventAttr }); ok {
 		attrs = a.Attrs()
 	}
 	w, host, err := newPerfWriter(out, attrs, opts)
@@ -54,7 +54,7 @@ func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts
 // host's features are read on a goroutine while the records are
 // written (the caches alone take milliseconds of sysfs reads), and come
 // through the channel it returns, for finishPerfData.
-func newPerfWriter(out io.Writer, attrs []perfdata.WriterAttr, opts WriteOptions) (*perfdata.Writer, <-chan []perfdata.Feature, error) {
+func newPerfWriter(out io.Writer, attrs []perfdata.EventAttr, opts WriteOptions) (*perfdata.Writer, <-chan []perfdata.Feature, error) {
 	cmdline := opts.Cmdline
 	if cmdline == nil {
 		cmdline = os.Args

@@ -102,7 +102,7 @@ func TestCountRecords(t *testing.T) {
 	}
 	defer f.Close()
 	attr := perfdata.Attr{Type: 1, Config: 9, SampleType: st, Flags: perfdata.AttrSampleIDAll | perfdata.AttrMmap2}
-	w, err := perfdata.NewWriter(f, perfdata.WriterOptions{Attrs: []perfdata.WriterAttr{{Attr: attr, Name: "dummy:u"}}})
+	w, err := perfdata.NewWriter(f, perfdata.WriterOptions{Attrs: []perfdata.EventAttr{{Attr: attr, Name: "dummy:u"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

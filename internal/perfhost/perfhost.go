@@ -60,8 +60,8 @@ func Features(cmdline []string) []perfdata.Feature {
 // WithClock returns feats with CLOCKID and CLOCK_DATA for the clock of
 // the first attr that sets use_clockid, read now, unless feats has them
 // or no attr uses a clock id.
-func WithClock(feats []perfdata.Feature, attrs []perfdata.WriterAttr) []perfdata.Feature {
-	i := slices.IndexFunc(attrs, func(a perfdata.WriterAttr) bool { return a.Attr.Flags&perfdata.AttrUseClockID != 0 })
+func WithClock(feats []perfdata.Feature, attrs []perfdata.EventAttr) []perfdata.Feature {
+	i := slices.IndexFunc(attrs, func(a perfdata.EventAttr) bool { return a.Attr.Flags&perfdata.AttrUseClockID != 0 })
 	if i < 0 || slices.ContainsFunc(feats, func(f perfdata.Feature) bool { return f.ID == perfdata.FeatClockID }) {
 		return feats
 	}

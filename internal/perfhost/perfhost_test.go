@@ -19,7 +19,7 @@ import (
 func TestPerfReadsHost(t *testing.T) {
 	attr := perfdata.Attr{Type: 1, Size: perfdata.AttrSize, Config: 9, SamplePeriod: 1,
 		Flags: perfdata.AttrMmap2 | perfdata.AttrUseClockID | perfdata.AttrSampleIDAll, ClockID: 1}
-	attrs := []perfdata.WriterAttr{{Attr: attr, Name: "dummy:u"}}
+	attrs := []perfdata.EventAttr{{Attr: attr, Name: "dummy:u"}}
 	path := filepath.Join(t.TempDir(), "perf.data")
 	f, err := os.Create(path)
 	if err != nil {
