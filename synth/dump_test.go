@@ -22,6 +22,7 @@ import (
 
 func TestMain(m *testing.M) {
 	testproc.Main()
+	testenv.ExamplesNeedRoot()
 	os.Exit(m.Run())
 }
 

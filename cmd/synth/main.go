@@ -1,9 +1,3 @@
-// Command synth synthesizes perf records for the mappings that already
-// exist on a Linux host and writes them as perf.data.
-//
-//	synth dump [-o FILE] [--pid PID[,PID...]] [--data] [--no-kernel] [--no-buildid] [--ring-pages N]
-//	synth record [-F HZ] [-a | -p PID] [-g] [-o FILE] [-- CMD ARGS]
-//	perf record -k CLOCK_MONOTONIC --synth=no ... -o - | synth inject [-o FILE]
 package main
 
 import (

@@ -1,12 +1,7 @@
-// Package testenv holds the test helpers that decide whether a test that
-// needs the real machine (root, BPF, perf) runs, skips or fails.
-//
-// Such a test may skip only when what it needs is missing. When the
-// environment variable SYNTH_REQUIRE is 1 (make test sets it), a missing
-// requirement fails the test instead, so CI cannot pass by skipping.
 package testenv
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,6 +24,20 @@ func Need(t testing.TB, ok bool, what string) {
 		t.Fatalf("SYNTH_REQUIRE=1 and %s", what)
 	}
 	t.Skip(what)
+}
+
+// ExamplesNeedRoot is for the TestMain of a package whose runnable
+// examples load BPF: as a user without root, go test skips them (as
+// -skip '^Example' would) and says so, unless Required, where they run
+// and fail. An example cannot skip itself.
+func ExamplesNeedRoot() {
+	if os.Geteuid() == 0 || Required() {
+		return
+	}
+	if f := flag.Lookup("test.skip"); f != nil && f.Value.String() == "" {
+		_ = f.Value.Set("^Example")
+		fmt.Fprintln(os.Stderr, "testenv: the examples need root: skipped")
+	}
 }
 
 // Root requires that the test runs as root.
