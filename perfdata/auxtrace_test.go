@@ -33,7 +33,7 @@ func TestAuxtracePayload(t *testing.T) {
 	for _, pipe := range []bool{false, true} {
 		out := &seekBuffer{}
 		w, err := NewWriter(out, WriterOptions{Attrs: []EventAttr{{Attr: testAttr(), Name: "dummy:u"}},
-			Features: testFeatures("synth", "test"), Pipe: &pipe})
+			Features: testFeatures("synth", "test"), Mode: modeOf(pipe)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,10 +13,9 @@ func Example() {
 	const st = perfdata.SampleTID | perfdata.SampleTime
 	attr := perfdata.Attr{Type: 1, Config: 9, SampleType: st, Flags: perfdata.AttrSampleIDAll | perfdata.AttrMmap2}
 	var out bytes.Buffer
-	pipe := true
 	w, err := perfdata.NewWriter(&out, perfdata.WriterOptions{
 		Attrs: []perfdata.EventAttr{{Attr: attr, Name: "dummy:u"}},
-		Pipe:  &pipe,
+		Mode:  perfdata.ModePipe,
 	})
 	if err != nil {
 		panic(err)

@@ -13,7 +13,7 @@ func FuzzReader(f *testing.F) {
 	for _, pipe := range []bool{false, true} {
 		out := &seekBuffer{}
 		w, err := NewWriter(out, WriterOptions{Attrs: []EventAttr{{Attr: testAttr()}},
-			Features: testFeatures("synth"), Pipe: &pipe})
+			Features: testFeatures("synth"), Mode: modeOf(pipe)})
 		if err != nil {
 			f.Fatal(err)
 		}

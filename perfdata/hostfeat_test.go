@@ -35,3 +35,11 @@ func testFeatures(cmdline ...string) []Feature {
 
 // testHost is the hostname of testFeatures.
 const testHost = "synth-test-host"
+
+// modeOf is ModePipe or ModeFile.
+func modeOf(pipe bool) Mode {
+	if pipe {
+		return ModePipe
+	}
+	return ModeFile
+}

@@ -13,7 +13,7 @@ func pipeFile(t testing.TB, extra ...[]byte) []byte {
 	pipe := true
 	out := &seekBuffer{}
 	w, err := NewWriter(out, WriterOptions{Attrs: []EventAttr{{Attr: testAttr(), IDs: []uint64{5, 6}}},
-		Features: testFeatures("synth"), Pipe: &pipe})
+		Features: testFeatures("synth"), Mode: modeOf(pipe)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,11 +37,25 @@ type WriterOptions struct {
 	// EVENT_DESC unless given, and SAMPLE_TIME in file mode; an attr
 	// with use_clockid wants ClockFeatures here.
 	Features []Feature
-	// Pipe forces pipe mode (true) or file mode (false). nil chooses as
-	// `perf record` does: file mode for a regular file positioned at its
-	// start, pipe mode for anything else.
-	Pipe *bool
+	// Mode is file or pipe mode; the zero value chooses as perf record
+	// does.
+	Mode Mode
 }
+
+// Mode is the layout of a perf.data: file mode (a header that indexes
+// the attrs, the data and the feature sections, written last) or pipe
+// mode (everything a record, in order, for a stream).
+type Mode uint8
+
+const (
+	// ModeAuto chooses as perf record does: file mode for a regular file
+	// positioned at its start, pipe mode for anything else.
+	ModeAuto Mode = iota
+	// ModeFile writes file mode, which needs an io.WriteSeeker.
+	ModeFile
+	// ModePipe writes pipe mode, as perf record -o - does.
+	ModePipe
+)
 
 // Writer writes perf.data. In file mode (an io.WriteSeeker) the header
 // is written first with an empty data section and patched by Close,
@@ -88,7 +102,7 @@ func NewWriter(out io.Writer, opts WriterOptions) (*Writer, error) {
 	if !hasFeature(w.features, FeatEventDesc) {
 		w.features = append(w.features, w.eventDesc())
 	}
-	w.pipe = !WritesFile(out, opts.Pipe)
+	w.pipe = !WritesFile(out, opts.Mode)
 	if !w.pipe {
 		if _, ok := out.(io.WriteSeeker); !ok {
 			return nil, errors.New("file mode needs an io.WriteSeeker")
@@ -99,11 +113,13 @@ func NewWriter(out io.Writer, opts WriterOptions) (*Writer, error) {
 }
 
 // WritesFile reports whether NewWriter writes out in file mode, given
-// WriterOptions.Pipe: as pipe says, or when pipe is nil, as perf record
-// decides, when out is a regular file at offset 0.
-func WritesFile(out io.Writer, pipe *bool) bool {
-	if pipe != nil {
-		return !*pipe
+// WriterOptions.Mode.
+func WritesFile(out io.Writer, mode Mode) bool {
+	switch mode {
+	case ModeFile:
+		return true
+	case ModePipe:
+		return false
 	}
 	return seekableFile(out)
 }

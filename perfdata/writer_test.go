@@ -36,7 +36,7 @@ func writeTest(t *testing.T, out io.Writer, pipe bool) {
 	w, err := NewWriter(out, WriterOptions{
 		Attrs:    []EventAttr{{Attr: testAttr(), Name: "dummy:u"}},
 		Features: testFeatures("synth", "test"),
-		Pipe:     &pipe,
+		Mode:     modeOf(pipe),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func (f *failAfter) Seek(int64, int) (int64, error) { return 0, nil }
 func TestWriterErrorSticky(t *testing.T) {
 	out := &failAfter{n: 1 << 20}
 	pipe := false
-	w, err := NewWriter(out, WriterOptions{Attrs: []EventAttr{{Attr: testAttr()}}, Pipe: &pipe})
+	w, err := NewWriter(out, WriterOptions{Attrs: []EventAttr{{Attr: testAttr()}}, Mode: modeOf(pipe)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestWriterFullDisk(t *testing.T) {
 	filePipe := false
 	write := func(room int64) (*fullFile, error) {
 		f := &fullFile{room: room}
-		w, err := NewWriter(f, WriterOptions{Attrs: []EventAttr{{Attr: testAttr(), Name: "dummy"}}, Pipe: &filePipe})
+		w, err := NewWriter(f, WriterOptions{Attrs: []EventAttr{{Attr: testAttr(), Name: "dummy"}}, Mode: modeOf(filePipe)})
 		if err != nil {
 			return f, err
 		}

@@ -77,7 +77,7 @@ func TestBuildIDForgery(t *testing.T) {
 		}
 	}
 	// A whole perf.data, with the HEADER_BUILD_ID section.
-	m, err := synth.NewLive(opts)
+	m, err := synth.OpenMethod(synth.MethodBPF, synth.MethodOptions{Options: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestBuildIDForgery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := synth.WritePerfData(context.Background(), m, opts, f, synth.WriteOptions{}); err != nil {
+	if _, err := synth.WritePerfData(context.Background(), m, f, synth.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()

@@ -70,7 +70,7 @@ func ExampleSession() {
 	// lost: 0
 }
 
-// The loop of the README: write a session to perf.data, its dump and
+// A profiler's reading loop: write a session to perf.data, its dump and
 // then the live records of the next second. ReadContext ends the loop.
 func ExampleSession_ReadContext() {
 	s, err := synth.NewSession(synth.SessionOptions{

@@ -16,13 +16,13 @@ import (
 // Take a snapshot of this process and print the build IDs of its files,
 // as a profiler's symbolizer would look them up.
 func ExampleSnapshot() {
-	b, err := synth.NewBPF(synth.Options{Pids: []int{os.Getpid()}})
+	m, err := synth.OpenMethod(synth.MethodBPF, synth.MethodOptions{Options: synth.Options{Pids: []int{os.Getpid()}}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer b.Close()
-	table, _, err := synth.Snapshot(context.Background(), b)
+	defer m.Close()
+	table, _, err := synth.Snapshot(context.Background(), m)
 	if err != nil {
 		fmt.Println(err)
 		return

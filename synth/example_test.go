@@ -9,16 +9,16 @@ import (
 )
 
 // Dump the executable mappings of this process into a perf.data file that
-// `perf script --show-mmap-events` reads. It needs CAP_BPF and
-// CAP_PERFMON (the tests run as root).
+// `perf script --show-mmap-events` reads. The BPF method needs CAP_BPF
+// and CAP_PERFMON; MethodAuto falls back to reading /proc without them.
 func Example() {
-	opts := synth.Options{Pids: []int{os.Getpid()}}
-	b, err := synth.NewBPF(opts)
+	opts := synth.MethodOptions{Options: synth.Options{Pids: []int{os.Getpid()}}}
+	m, err := synth.OpenMethod(synth.MethodAuto, opts)
 	if err != nil {
-		fmt.Println(err) // e.g. missing CAP_BPF
+		fmt.Println(err)
 		return
 	}
-	defer b.Close()
+	defer m.Close()
 	f, err := os.CreateTemp("", "perf.data")
 	if err != nil {
 		fmt.Println(err)
@@ -26,7 +26,7 @@ func Example() {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	st, err := synth.WritePerfData(context.Background(), b, opts, f, synth.WriteOptions{})
+	st, err := synth.WritePerfData(context.Background(), m, f, synth.WriteOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,6 +1,38 @@
 package synth
 
-import "github.com/synth-dev/synth/internal/method/bpfdump"
+import (
+	"context"
+
+	"github.com/synth-dev/synth/internal/method/bpfdump"
+)
+
+// BPF is the BPF method without the live side-band, with the test hooks
+// of the method underneath (FailWalk, InjectFault, EmitStale, Walk).
+type BPF struct {
+	*bpfdump.BPF
+	m *Method
+}
+
+// NewBPF opens the BPF method without the live side-band, for tests of
+// its hooks.
+func NewBPF(opts Options) (*BPF, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
+	b, err := bpfdump.New(opts.internal())
+	if err != nil {
+		return nil, public(err)
+	}
+	return &BPF{BPF: b, m: &Method{name: MethodBPF, opts: opts, d: converted{m: b, attrs: optionAttrs(opts)}}}, nil
+}
+
+// Method is b as a Method, for WritePerfData and Snapshot.
+func (b *BPF) Method() *Method { return b.m }
+
+// Dump is Method.Dump.
+func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
+	return b.m.Dump(ctx, emit)
+}
 
 // FailWalk makes the maple walk of process pid fail its validation, as
 // if the process had changed while it was read: tests of the fallback.

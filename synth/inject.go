@@ -31,12 +31,12 @@ type InjectOptions struct {
 	// events) follows perf's attrs and thread map.
 	NoBuildID      bool
 	BuildIDTimeout time.Duration
-	// Pipe forces pipe mode (true) or file mode (false); nil chooses
-	// from the output, as WriteOptions.Pipe.
-	Pipe *bool
-	// Opened, if set, is called with the reasons better methods were
-	// not used, once the method is open.
-	Opened func(why []error)
+	// Mode is the output's layout; the zero value chooses from the
+	// output, as WriteOptions.Mode.
+	Mode perfdata.Mode
+	// Fallback is as for OpenMethod: told of each method MethodAuto
+	// could not open, and why.
+	Fallback func(method string, err error)
 }
 
 // InjectStats describe what Inject wrote.
@@ -98,13 +98,13 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 		}
 	}
 
-	w, err := newInjectWriter(out, attrs, feats, init, opts.Pipe)
+	w, err := newInjectWriter(out, attrs, feats, init, opts.Mode)
 	if err != nil {
 		return st, err
 	}
 	table := headerTables{bpf: bpfInfo{off: w.Pipe()}}
 	err = writeInit(w, init, func() error {
-		return writeSynth(w, &table, synth, o.SampleTypeOrDefault(), seen, trailer, &st)
+		return writeSynth(w, &table, synth, o.sampleType(), seen, trailer, &st)
 	})
 	for i := 0; err == nil && i < len(held); i++ {
 		err = w.WriteRecordPayload(held[i].data, held[i].payload)
@@ -134,14 +134,11 @@ func injectDump(ctx context.Context, o Options, opts InjectOptions, st *InjectSt
 	if name == "" {
 		name = MethodAuto
 	}
-	m, why, err := OpenMethod(name, o, opts.Threads)
+	m, err := OpenMethod(name, MethodOptions{Options: o, Threads: opts.Threads, Fallback: opts.Fallback})
 	if err != nil {
 		return nil, 0, err
 	}
 	defer m.Close()
-	if opts.Opened != nil {
-		opts.Opened(why)
-	}
 	recs := &recordBuf{}
 	st.Dump, err = m.Dump(ctx, recs.add)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // newInjectWriter starts the output with perf's attrs and features. The
 // SAMPLE_TIME of perf's pipe is left out: perf writes it empty ahead of
 // the samples, and a file gets the span of the samples written.
-func newInjectWriter(out io.Writer, perfAttrs []perfdata.EventAttr, perfFeats []perfdata.Feature, init *initRecords, pipe *bool) (*perfdata.Writer, error) {
+func newInjectWriter(out io.Writer, perfAttrs []perfdata.EventAttr, perfFeats []perfdata.Feature, init *initRecords, mode perfdata.Mode) (*perfdata.Writer, error) {
 	var attrs []perfdata.EventAttr
 	for _, a := range perfAttrs {
 		// A newer perf's larger attr is written as the fields perf 6.1
@@ -32,7 +32,7 @@ func newInjectWriter(out io.Writer, perfAttrs []perfdata.EventAttr, perfFeats []
 	// perf -k writes the clock's sections itself; where an older perf
 	// did not, the clock is read now.
 	feats = perfhost.WithClock(feats, attrs)
-	w, err := perfdata.NewWriter(out, perfdata.WriterOptions{Attrs: attrs, Features: feats, Pipe: pipe})
+	w, err := perfdata.NewWriter(out, perfdata.WriterOptions{Attrs: attrs, Features: feats, Mode: mode})
 	if err != nil {
 		return nil, fmt.Errorf("start perf.data: %w", err)
 	}

@@ -38,7 +38,7 @@ func needMaple(t *testing.T) {
 // under SYNTH_REQUIRE.
 func haveProcquery(t *testing.T) bool {
 	t.Helper()
-	m, err := synth.NewProcquery(synth.Options{}, 1)
+	m, err := synth.OpenMethod(synth.MethodProcquery, synth.MethodOptions{Threads: 1})
 	if err == nil {
 		m.Close()
 		return true
@@ -87,13 +87,15 @@ func TestKernelFallbacks(t *testing.T) {
 		// A kernel without iter/task_vma has no maple walk either: the
 		// iterator walk, which loads dump_vma at once, stands for it.
 		opts.Walk = synth.WalkIter
-		if m, _, err := synth.OpenMethod(synth.MethodBPF, opts, 0); err == nil || !strings.Contains(err.Error(), "dump_vma") {
+		if m, err := synth.OpenMethod(synth.MethodBPF, synth.MethodOptions{Options: opts}); err == nil || !strings.Contains(err.Error(), "dump_vma") {
 			if m != nil {
 				m.Close()
 			}
 			t.Fatalf("bpf without dump_vma: %v, want its load error", err)
 		}
-		m, why, err := synth.OpenMethod(synth.MethodAuto, opts, 2)
+		var why []error
+		m, err := synth.OpenMethod(synth.MethodAuto, synth.MethodOptions{Options: opts, Threads: 2,
+			Fallback: func(method string, err error) { why = append(why, fmt.Errorf("%s: %w", method, err)) }})
 		if err != nil {
 			t.Fatal(err)
 		}

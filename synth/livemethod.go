@@ -19,8 +19,8 @@ type liveMethod struct {
 // readBatch is how many records a reader of the Session takes at a time.
 const readBatch = 256
 
-// NewLive opens a Session for opts and returns it as a Method.
-func NewLive(opts Options) (Method, error) {
+// newLive opens a Session for opts, as the BPF method.
+func newLive(opts Options) (dumper, error) {
 	s, err := NewSession(SessionOptions{Options: opts})
 	if err != nil {
 		return nil, err

@@ -7,70 +7,131 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+
+	"github.com/synth-dev/synth/perfdata"
 )
 
 // Method is a way to synthesize the host's state: BPF iterators, or
 // reading /proc. Every method produces the same records for the same
-// processes.
-type Method interface {
-	// Dump hands every record, with its sample_id_all trailer, to emit,
-	// in perf's order. rec is only valid during the call. The calls are
-	// never concurrent and all end before Dump returns, but may come from
-	// goroutines of the method's own.
+// processes. OpenMethod opens one; it can run any number of dumps, one
+// at a time.
+type Method struct {
+	name string
+	opts Options
+	d    dumper
+}
+
+// dumper is what a method does: the BPF method on a Session
+// (liveMethod), or one of internal/method's (see converted).
+type dumper interface {
 	Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error)
+	Attrs() []perfdata.EventAttr
 	Close() error
 }
 
 // Method names for OpenMethod.
 const (
-	MethodAuto      = "auto"
-	MethodBPF       = "bpf"
-	MethodProcmaps  = "procmaps"
+	// MethodAuto is MethodBPF where the host allows it, else the faster
+	// of the /proc methods on this CPU, else the other.
+	MethodAuto = "auto"
+	// MethodBPF reads the tasks and their VMAs with BPF iterators, with
+	// the live side-band (a Session) unless Options.NoLive.
+	MethodBPF = "bpf"
+	// MethodProcmaps parses /proc/PID/maps.
+	MethodProcmaps = "procmaps"
+	// MethodProcquery asks the kernel for each process's mappings with
+	// the PROCMAP_QUERY ioctl (Linux 6.11).
 	MethodProcquery = "procquery"
 )
 
-// OpenMethod opens a method by name; threads is the worker count of the
-// /proc methods (0: one per CPU). With MethodAuto it tries bpf, then the
-// faster of the /proc methods on this CPU (see procOrder), then the
-// other, and returns why each one tried before failed.
-func OpenMethod(name string, opts Options, threads int) (Method, []error, error) {
+// MethodOptions configure OpenMethod. The zero value opens the best
+// method the host allows, to dump as the zero Options do.
+type MethodOptions struct {
+	// Options say what the method's dumps synthesize.
+	Options
+	// Threads is the worker count of the /proc methods; 0 means one per
+	// CPU.
+	Threads int
+	// Fallback, when set, is told of each method MethodAuto could not
+	// open, and why, before it tries the next.
+	Fallback func(method string, err error)
+}
+
+// OpenMethod opens the method name (MethodAuto if ""). A missing
+// privilege gives a *PermissionError; procquery on a kernel without it,
+// ErrNoProcquery. With MethodAuto it tries bpf, then the faster of the
+// /proc methods on this CPU (see procOrder), then the other; the error
+// of the last says why none opened.
+func OpenMethod(name string, opts MethodOptions) (*Method, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
+	if name != MethodAuto && name != "" {
+		return openMethod(name, opts)
+	}
+	var why []error
+	for _, try := range append([]string{MethodBPF}, procOrder(meltdownPath)...) {
+		m, err := openMethod(try, opts)
+		if err == nil {
+			return m, nil
+		}
+		if opts.Fallback != nil {
+			opts.Fallback(try, err)
+		}
+		why = append(why, fmt.Errorf("%s: %w", try, err))
+	}
+	return nil, errors.Join(why...)
+}
+
+// openMethod opens one method by name.
+func openMethod(name string, opts MethodOptions) (*Method, error) {
+	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	if err := opts.Check(); err != nil {
-		return nil, nil, err
-	}
+	var d dumper
+	var err error
 	switch name {
 	case MethodBPF:
 		if opts.NoLive {
-			m, err := NewBPF(opts)
-			return m, nil, err
+			d, err = newBPF(opts.Options)
+		} else {
+			d, err = newLive(opts.Options)
 		}
-		m, err := NewLive(opts)
-		return m, nil, err
 	case MethodProcmaps:
-		m, err := NewProcmaps(opts, threads)
-		return m, nil, err
+		d, err = newProcmaps(opts.Options, threads)
 	case MethodProcquery:
-		m, err := NewProcquery(opts, threads)
-		return m, nil, err
-	case MethodFloor:
-		m, err := NewFloor(opts.Walk)
-		return m, nil, err
-	case MethodAuto, "":
-		var why []error
-		for _, try := range append([]string{MethodBPF}, procOrder(meltdownPath)...) {
-			m, _, err := OpenMethod(try, opts, threads)
-			if err == nil {
-				return m, why, nil
-			}
-			why = append(why, fmt.Errorf("%s: %w", try, err))
-		}
-		return nil, why, errors.Join(why...)
+		d, err = newProcquery(opts.Options, threads)
 	default:
-		return nil, nil, fmt.Errorf("unknown method %q (want auto, bpf, procmaps or procquery)", name)
+		return nil, fmt.Errorf("unknown method %q (want auto, bpf, procmaps or procquery)", name)
 	}
+	if err != nil {
+		return nil, public(err)
+	}
+	return &Method{name: name, opts: opts.Options, d: d}, nil
 }
+
+// Name is the method opened: MethodBPF, MethodProcmaps or
+// MethodProcquery.
+func (m *Method) Name() string { return m.name }
+
+// Dump hands every record, with its sample_id_all trailer, to emit,
+// in perf's order. rec is only valid during the call. The calls are
+// never concurrent and all end before Dump returns, but may come from
+// goroutines of the method's own.
+func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
+	st, err := m.d.Dump(ctx, emit)
+	return st, public(err)
+}
+
+// Attrs returns the attrs the records are written under: the attr of
+// the Options (Options.Attr) for the /proc methods, the rings' attrs for
+// the BPF method.
+func (m *Method) Attrs() []perfdata.EventAttr { return m.d.Attrs() }
+
+// Close releases what the method holds (for BPF, the programs and the
+// rings).
+func (m *Method) Close() error { return m.d.Close() }
 
 // meltdownPath says whether the kernel isolates its page tables (PTI).
 const meltdownPath = "/sys/devices/system/cpu/vulnerabilities/meltdown"

@@ -23,7 +23,7 @@ import (
 // out (/proc does not show it).
 func recordsOf(t *testing.T, method string, opts synth.Options, threads int) []string {
 	t.Helper()
-	m, _, err := synth.OpenMethod(method, opts, threads)
+	m, err := synth.OpenMethod(method, synth.MethodOptions{Options: opts, Threads: threads})
 	if err != nil {
 		t.Fatalf("%s: %v", method, err)
 	}

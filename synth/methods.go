@@ -1,47 +1,70 @@
 package synth
 
 import (
+	"context"
+	"errors"
+
+	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/method/bpfdump"
 	"github.com/synth-dev/synth/internal/method/procdump"
+	"github.com/synth-dev/synth/perfdata"
 )
 
-// MethodFloor names the benchmark floor of a walk: it visits every VMA
-// the way the walk does and emits nothing, the least a dump with that
-// walk can cost.
-const MethodFloor = bpfdump.MethodFloor
+// ErrNoProcquery is OpenMethod's error for MethodProcquery on a kernel
+// without the PROCMAP_QUERY ioctl (before Linux 6.11).
+var ErrNoProcquery = errors.New("PROCMAP_QUERY ioctl not supported by this kernel")
 
-// ErrNoProcquery is returned by NewProcquery on kernels without the
-// PROCMAP_QUERY ioctl (before Linux 6.11).
-var ErrNoProcquery = procdump.ErrNoProcquery
-
-// NewFloor loads the floor of walk (WalkMaple or WalkIter; "" is
-// WalkMaple). Its Dump writes no records and reports the VMAs walked as
-// Mappings.
-func NewFloor(walk string) (Method, error) {
-	f, err := bpfdump.NewFloor(walk)
-	if err != nil {
-		return nil, err
+// converted is a method of internal/method, whose Dump gives the
+// methods' Stats, as a dumper.
+type converted struct {
+	m interface {
+		Dump(ctx context.Context, emit func(rec []byte) error) (dump.Stats, error)
+		Close() error
 	}
-	return f, nil
+	attrs []perfdata.EventAttr
 }
 
-// NewProcmaps returns the method that parses /proc/PID/maps, with
-// threads workers.
-func NewProcmaps(opts Options, threads int) (Method, error) {
-	m, err := procdump.NewProcmaps(opts, threads)
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
+func (c converted) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
+	st, err := c.m.Dump(ctx, emit)
+	return statsOf(st), err
 }
 
-// NewProcquery returns the method that asks the kernel for each
-// process's mappings with the PROCMAP_QUERY ioctl, with threads workers.
-// Kernels without it give ErrNoProcquery.
-func NewProcquery(opts Options, threads int) (Method, error) {
-	m, err := procdump.NewProcquery(opts, threads)
+func (c converted) Attrs() []perfdata.EventAttr { return c.attrs }
+func (c converted) Close() error                { return c.m.Close() }
+
+// optionAttrs are the attrs of a method that writes under opts' attr.
+func optionAttrs(opts Options) []perfdata.EventAttr {
+	return []perfdata.EventAttr{{Attr: opts.Attr(), Name: attrName}}
+}
+
+// newBPF is the BPF method without the live side-band.
+func newBPF(opts Options) (dumper, error) {
+	b, err := bpfdump.New(opts.internal())
 	if err != nil {
 		return nil, err
 	}
-	return m, nil
+	return converted{m: b, attrs: optionAttrs(opts)}, nil
+}
+
+// newProcmaps is the method that parses /proc/PID/maps, with threads
+// workers.
+func newProcmaps(opts Options, threads int) (dumper, error) {
+	m, err := procdump.NewProcmaps(opts.internal(), threads)
+	if err != nil {
+		return nil, err
+	}
+	return converted{m: m, attrs: optionAttrs(opts)}, nil
+}
+
+// newProcquery is the method that asks the kernel for each process's
+// mappings with the PROCMAP_QUERY ioctl, with threads workers.
+func newProcquery(opts Options, threads int) (dumper, error) {
+	m, err := procdump.NewProcquery(opts.internal(), threads)
+	if errors.Is(err, procdump.ErrNoProcquery) {
+		return nil, ErrNoProcquery
+	}
+	if err != nil {
+		return nil, err
+	}
+	return converted{m: m, attrs: optionAttrs(opts)}, nil
 }

@@ -1,63 +1,256 @@
 package synth
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
 	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/perfdata"
 )
 
-// Options configure a dump (see internal/dump). The zero value dumps the
-// executable mappings of every process, and the kernel's maps, with
-// rings of DefaultRingPages.
-type Options = dump.Options
+// Options configure a dump. The zero value dumps the executable mappings
+// of every process, and the kernel's maps, with rings of DefaultRingPages.
+type Options struct {
+	// Pids restricts the dump to these processes; nil means all.
+	Pids []int
+	// Tids, if set, restricts the thread records (FORK, NAMESPACES,
+	// COMM) to these threads, as perf record -t synthesizes only its
+	// threads; Pids must hold their processes.
+	Tids []int
+	// Data includes non-executable mappings, as perf record -d does.
+	Data bool
+	// Namespaces adds a PERF_RECORD_NAMESPACES for every task, as perf
+	// record --namespaces does.
+	Namespaces bool
+	// Cgroups adds a PERF_RECORD_CGROUP for every cgroup of the cgroup2
+	// hierarchy, as perf record --all-cgroups does.
+	Cgroups bool
+	// NoKernel leaves out the kernel and module maps and the symbols of
+	// BPF programs.
+	NoKernel bool
+	// NoBPFEvent leaves out the PERF_RECORD_BPF_EVENT of each loaded BPF
+	// program (its KSYMBOL records stay), as perf record --no-bpf-event.
+	NoBPFEvent bool
+	// NoBuildID writes every MMAP2 record with maj/min/ino instead of
+	// the build ID of its file.
+	NoBuildID bool
+	// BuildIDTimeout bounds how long a dump waits for the build IDs of
+	// files new to the cache, read from the files in userspace; 0 means
+	// DefaultBuildIDTimeout. A file not read in time (its reads block)
+	// is identified by maj/min/ino, counted in Stats.BuildIDTimeouts,
+	// and tried again by the next dump.
+	BuildIDTimeout time.Duration
+	// ProcMapTimeout bounds how long a dump waits for a process's mmap
+	// lock: in the kernel's task_vma iterator, and in the reads of
+	// /proc/PID/maps where the kernel takes the lock for them (6.1 does,
+	// 6.18 does not); 0 means DefaultProcMapTimeout. A process whose lock is held longer (a
+	// writer stuck while holding it) is left out and named in
+	// Stats.LockedOut, as perf record's --proc-map-timeout leaves the
+	// rest of a slow /proc/PID/maps out.
+	ProcMapTimeout time.Duration
+	// NoLive dumps with the BPF method without the live side-band: a
+	// mapping made while the dump runs may then be missed. Comparisons
+	// use it to measure what the side-band costs.
+	NoLive bool
+	// Walk is how the BPF method reads each process's VMAs: WalkAuto
+	// (the default, also for ""), WalkMaple or WalkIter.
+	Walk string
+	// RingPages is the data size of each per-CPU ring, in pages: a power
+	// of two, at least MinRingPages; 0 means DefaultRingPages.
+	RingPages int
+	// SampleType selects the sample_id_all trailer appended to every
+	// record; 0 means DefaultSampleType. It must match the attr the
+	// records are written under (see Options.Attr).
+	SampleType uint64
+}
 
-// Stats describe one dump.
-type Stats = dump.Stats
+// internal is o as the methods take it: the same fields, which the
+// conversion checks at compile time.
+func (o *Options) internal() dump.Options { return dump.Options(*o) }
 
-// Defaults and limits of Options.
+// Check rejects options no method can honour: an unknown walk, a ring size
+// that is not a power of two of at least MinRingPages.
+func (o *Options) Check() error {
+	d := o.internal()
+	return d.Check()
+}
+
+// sampleType is the sample type of the records' trailers.
+func (o *Options) sampleType() uint64 {
+	d := o.internal()
+	return d.SampleTypeOrDefault()
+}
+
+// recordFlags are the attr bits of the optional records a dump with
+// these options synthesizes.
+func (o *Options) recordFlags() uint64 {
+	d := o.internal()
+	return d.RecordFlags()
+}
+
+// Attr returns the perf_event_attr that records of a dump with these
+// options are written under: a software dummy event, like the one
+// `perf record -e dummy` writes, with the side-band bits of what the dump
+// synthesizes (non-executable mappings, NAMESPACES, CGROUP, KSYMBOL,
+// BPF_EVENT).
+func (o *Options) Attr() perfdata.Attr {
+	d := o.internal()
+	return d.Attr()
+}
+
+// Defaults and limits of Options. Their values are the methods' own
+// (TestOptionConstants).
 const (
 	// DefaultSampleType is the sample type of perf's own dummy event:
 	// IP|TID|TIME|CPU|PERIOD.
-	DefaultSampleType = dump.DefaultSampleType
+	DefaultSampleType = perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime |
+		perfdata.SampleCPU | perfdata.SamplePeriod
 	// DefaultRingPages is the ring size used when Options.RingPages is 0.
-	DefaultRingPages = dump.DefaultRingPages
-	// MinRingPages is the smallest ring the pacing can keep lossless.
-	MinRingPages = dump.MinRingPages
+	DefaultRingPages = 256
+	// MinRingPages is the smallest ring the pacing can keep lossless: it
+	// must hold several of the largest records (a PATH_MAX file name).
+	MinRingPages = 16
 	// DefaultBuildIDTimeout is how long a dump waits for the build IDs
 	// of files new to the cache when Options.BuildIDTimeout is 0.
-	DefaultBuildIDTimeout = dump.DefaultBuildIDTimeout
+	DefaultBuildIDTimeout = 2 * time.Second
 	// DefaultProcMapTimeout is how long a dump waits for a process's
-	// mmap lock when Options.ProcMapTimeout is 0.
-	DefaultProcMapTimeout = dump.DefaultProcMapTimeout
+	// mmap lock when Options.ProcMapTimeout is 0: perf record's
+	// --proc-map-timeout default.
+	DefaultProcMapTimeout = 500 * time.Millisecond
 )
 
 // Walks: how the BPF method reads each process's VMAs (Options.Walk).
 const (
 	// WalkAuto is WalkMaple where the kernel can prove the maple walk,
 	// else WalkIter. The default.
-	WalkAuto = dump.WalkAuto
+	WalkAuto = "auto"
 	// WalkMaple reads each process's maple tree under RCU from one task
 	// iterator, and validates every walk; a process whose walk does not
 	// hold is read again with the iterator. A kernel that cannot prove
 	// the walk fails the method.
-	WalkMaple = dump.WalkMaple
+	WalkMaple = "maple"
 	// WalkIter reads every process with the kernel's task_vma iterator.
-	WalkIter = dump.WalkIter
+	WalkIter = "iter"
 )
 
+// Stats describe one dump.
+type Stats struct {
+	Method string // "bpf", ...
+	// Walk is how the BPF method read the VMAs: WalkMaple or WalkIter;
+	// WalkFallback says why it is WalkIter when WalkAuto was asked.
+	Walk, WalkFallback string
+	Processes          int // processes with at least one record
+	Threads            int // COMM records of tasks
+	Mappings           int // MMAP2 records of processes
+	Kernel             int // kernel and module map records, BPF symbols
+	// BPFPrograms are the loaded BPF programs whose symbols were written.
+	BPFPrograms int
+	Cgroups     int // CGROUP records (Options.Cgroups)
+	Records     int // every record handed to the caller
+	// Lost are synthesized records the programs could not write: the
+	// dump is incomplete. The pacing keeps it 0.
+	Lost uint64
+	// LiveLost are live records the kernel dropped while the dump ran
+	// (its side-band ring was full). They are in the stream as
+	// PERF_RECORD_LOST records, as perf writes them.
+	LiveLost uint64
+	Stale    int // records of another generation, dropped
+	// Duplicates are synthesized records dropped because the live
+	// stream reported the mapping first (sessions only).
+	Duplicates int
+	// Live are the live records written with the dump: what changed
+	// while it ran (the BPF method with its side-band).
+	Live    int
+	Skipped int // requested processes that were gone
+	// Unreadable are processes whose mappings the /proc methods were not
+	// allowed to read (another user's, without CAP_SYS_PTRACE): they
+	// are reported with their threads and without mappings.
+	Unreadable int
+	// LockedOut are processes left out because their mmap lock was not
+	// taken within Options.ProcMapTimeout: their threads are reported,
+	// their mappings are not.
+	LockedOut []int
+	Reads     int // paced reads of the iterators
+	// WalksInvalid are processes whose maple walk did not hold (the
+	// process changed while it was read): they were read again with
+	// the task_vma iterator.
+	WalksInvalid int
+	// Resumed are maple walks that went on in another chunk: a process
+	// with more records than one object may put into the rings.
+	Resumed int
+	Elapsed time.Duration // wall time of the dump
+	// Steps say where the time went: the loading (in the first dump
+	// after it only: the BPF method's object, the kernel's BTF, maps,
+	// each program), then the dump's own phases.
+	Steps []Step
+	// ProgramTime is how long the BPF method's programs ran in the
+	// kernel during the dump, as the kernel counts it while BPF
+	// statistics are on (sysctl kernel.bpf_stats_enabled=1, or
+	// ebpf.EnableStats); 0 when they are off. Elapsed minus it is what
+	// the rest (syscalls, userspace) cost.
+	ProgramTime time.Duration
+
+	FileMappings    int // MMAP2 records of file-backed mappings
+	BuildIDMappings int // of which carry a build ID
+	FilesRead       int // files new to the build-ID cache read in this dump
+	// FilesReadEarly are those of FilesRead whose read began while the
+	// walk ran, as soon as it noted the file (the BPF method).
+	FilesReadEarly int
+	BuildIDsRead   int // of which have a build ID
+	// BuildIDTimeouts are files whose build ID was not read within
+	// Options.BuildIDTimeout (reads that block: FUSE, network
+	// filesystems): their mappings are identified by maj/min/ino, and a
+	// later dump tries again.
+	BuildIDTimeouts int
+	// BuildIDsUncached are files read whose build ID the cache did not
+	// take: a miss, read again by a later dump.
+	BuildIDsUncached int
+	Cached           int // files in the build-ID cache with a build ID
+}
+
+// Step is a part of a dump, or of the loading before it, and its wall
+// time.
+type Step = struct {
+	Name string
+	Took time.Duration
+}
+
+// statsOf is st as the package's callers see it: the same fields, which
+// the conversion checks at compile time.
+func statsOf(st dump.Stats) Stats { return Stats(st) }
+
 // PermissionError reports that the process lacks a privilege a method
-// needs. errors.Is(err, os.ErrPermission) holds for it.
-type PermissionError = bpfdump.PermissionError
+// needs: CAP_BPF and CAP_PERFMON for the BPF method, CAP_PERFMON (or a
+// low perf_event_paranoid) for sampling. errors.Is(err, os.ErrPermission)
+// holds for it.
+type PermissionError struct {
+	Op      string   // what was refused
+	Missing []string // the capabilities missing, where known
+	Err     error    // the kernel's refusal
+}
 
-// BPF is the BPF method without the live side-band (Options.NoLive): it
-// holds the loaded programs and the per-CPU rings, and can run any
-// number of dumps, one at a time.
-type BPF = bpfdump.BPF
-
-// NewBPF checks privileges, loads the iterator programs and opens the
-// rings. Missing privileges give a *PermissionError.
-func NewBPF(opts Options) (*BPF, error) {
-	if err := opts.Check(); err != nil {
-		return nil, err
+func (e *PermissionError) Error() string {
+	if len(e.Missing) > 0 {
+		return fmt.Sprintf("%s: missing %s (run as root or grant them)", e.Op, strings.Join(e.Missing, " and "))
 	}
-	return bpfdump.New(opts)
+	return fmt.Sprintf("%s: %v", e.Op, e.Err)
+}
+
+func (e *PermissionError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, os.ErrPermission) true for every PermissionError.
+func (e *PermissionError) Is(target error) bool { return target == os.ErrPermission }
+
+// public returns err with a method's permission error as a
+// *PermissionError, for the package's callers.
+func public(err error) error {
+	var pe *bpfdump.PermissionError
+	if errors.As(err, &pe) {
+		return &PermissionError{Op: pe.Op, Missing: pe.Missing, Err: pe.Err}
+	}
+	return err
 }

@@ -186,7 +186,7 @@ func NewSession(opts SessionOptions) (*Session, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
-	rc := bpfdump.RingConfig{Pages: opts.RingPages, Sideband: true, Records: opts.RecordFlags(), BuildID: !opts.NoBuildID,
+	rc := bpfdump.RingConfig{Pages: opts.RingPages, Sideband: true, Records: opts.recordFlags(), BuildID: !opts.NoBuildID,
 		SampleType: bpfdump.SidebandSampleType}
 	if opts.Sample != nil {
 		rc.Sampler = samplerPerfAttr(opts.Sample)
@@ -199,9 +199,9 @@ func NewSession(opts SessionOptions) (*Session, error) {
 		rc.Scope = scope.SampleScope
 	}
 	opts.SampleType = rc.SampleType // the trailer of the synthesized records
-	b, err := bpfdump.NewWithRings(opts.Options, rc)
+	b, err := bpfdump.NewWithRings(opts.internal(), rc)
 	if err != nil {
-		return nil, err
+		return nil, public(err)
 	}
 	s := &Session{opts: opts, b: b, wake: -1}
 	if err := s.init(rc); err != nil {

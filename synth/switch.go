@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/synth-dev/synth/perfdata"
 )
 
 // SwitchOptions say when a profile closes its output and starts a new
@@ -135,7 +137,7 @@ func (sw *switcher) stallTimes() []time.Duration {
 func (p *Profiler) RunSwitching(ctx context.Context, next Output, o SwitchOptions, wopts WriteOptions) (ProfileStats, error) {
 	s := p.s
 	defer s.Close()
-	if o.active() && wopts.Pipe != nil && *wopts.Pipe {
+	if o.active() && wopts.Mode == perfdata.ModePipe {
 		return ProfileStats{}, errors.New("switch output: not in pipe mode")
 	}
 	end := &sampleSwitch{s: s, onExec: p.opts.OnExec}

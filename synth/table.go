@@ -50,7 +50,7 @@ type Table struct {
 func NewTable() *Table { return &Table{procs: map[uint32]*Process{}} }
 
 // Snapshot runs one dump of m and returns the table of what it read.
-func Snapshot(ctx context.Context, m Method) (*Table, Stats, error) {
+func Snapshot(ctx context.Context, m *Method) (*Table, Stats, error) {
 	t := NewTable()
 	st, err := m.Dump(ctx, func(rec []byte) error {
 		t.Apply(rec)

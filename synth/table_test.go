@@ -114,7 +114,7 @@ func TestTableLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, _, err := synth.Snapshot(context.Background(), b)
+	host, _, err := synth.Snapshot(context.Background(), b.Method())
 	b.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -13,26 +13,26 @@ import (
 // attrName is the event name perf tools show for the dump's attr.
 const attrName = "dummy:u"
 
-// WriteOptions configure WritePerfData.
+// WriteOptions configure how perf.data is written: by WritePerfData,
+// Profile and Inject. The zero value records os.Args and chooses the
+// mode from the output.
 type WriteOptions struct {
 	// Cmdline is recorded in the CMDLINE feature; nil means os.Args.
 	Cmdline []string
-	// Pipe forces pipe mode (true) or file mode (false); nil chooses
-	// from the output as `perf record -o -` does: file mode only for a
-	// regular, seekable file.
-	Pipe *bool
+	// Mode is file or pipe mode; the zero value chooses from the output
+	// as `perf record -o` does: file mode only for a regular file at
+	// its start.
+	Mode perfdata.Mode
 }
 
 // WritePerfData runs one dump of m and writes its records to out as
-// perf.data, under the attr of o, the Options m was opened with (or the
-// attrs of a session, for the BPF method). out is
-// not closed. When the dump fails part way, what was written is still
-// closed off as a valid perf.data file, and the error is returned.
-func WritePerfData(ctx context.Context, m Method, o Options, out io.Writer, opts WriteOptions) (Stats, error) {
-	attrs := []perfdata.EventAttr{{Attr: o.Attr(), Name: attrName}}
-	if a, ok := m.(interface{ Attrs() []perfdata.EventAttr }); ok {
-		attrs = a.Attrs()
-	}
+// perf.data, under m's attrs, with the build IDs of its mappings unless
+// m's Options say NoBuildID. out is not closed. When the dump fails part
+// way, what was written is still closed off as a valid perf.data file,
+// and the error is returned.
+func WritePerfData(ctx context.Context, m *Method, out io.Writer, opts WriteOptions) (Stats, error) {
+	attrs := m.Attrs()
+	o := m.opts
 	w, host, err := newPerfWriter(out, attrs, opts)
 	if err != nil {
 		return Stats{}, err
@@ -60,9 +60,9 @@ func newPerfWriter(out io.Writer, attrs []perfdata.EventAttr, opts WriteOptions)
 		cmdline = os.Args
 	}
 	// The clocks are read now, when the records' times begin.
-	wo := perfdata.WriterOptions{Attrs: attrs, Pipe: opts.Pipe, Features: perfhost.WithClock(nil, attrs)}
+	wo := perfdata.WriterOptions{Attrs: attrs, Mode: opts.Mode, Features: perfhost.WithClock(nil, attrs)}
 	var host chan []perfdata.Feature
-	if perfdata.WritesFile(out, opts.Pipe) {
+	if perfdata.WritesFile(out, opts.Mode) {
 		host = make(chan []perfdata.Feature, 1)
 		go func() { host <- perfhost.Features(cmdline) }()
 	} else {

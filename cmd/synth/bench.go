@@ -13,7 +13,6 @@ import (
 
 	"github.com/synth-dev/synth/internal/bench"
 	"github.com/synth-dev/synth/internal/loadgen"
-	"github.com/synth-dev/synth/synth"
 )
 
 // vmasPerProc is how many VMAs each load process of a sweep makes.
@@ -45,7 +44,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if p, err := exec.LookPath("perf"); err == nil && !*noPerf {
 		cfg.Perf = p
 	}
-	cfg.Skip = unavailable(stderr)
+	cfg.Skip = bench.Unavailable(stderr)
 	var pts []bench.Point
 	for _, size := range sizes {
 		pt, err := measure(ctx, cfg, size, stderr)
@@ -137,26 +136,4 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fmt.Fprintf(stdout, "synth: loadgen: %d VMAs in load processes; Ctrl-C to end\n", l.VMAs)
 	<-ctx.Done()
 	return exitOK
-}
-
-// unavailable returns the bench methods this kernel cannot run, and says
-// why on stderr: procquery without PROCMAP_QUERY (before 6.11), the
-// maple walk's floor where the walk cannot prove itself (the bpf rows
-// then use the iterator, as auto does).
-func unavailable(stderr io.Writer) []string {
-	var skip []string
-	if m, err := synth.NewProcquery(synth.Options{}, 1); err != nil {
-		skip = append(skip, synth.MethodProcquery)
-		fmt.Fprintf(stderr, "bench: procquery left out: %v\n", err)
-	} else {
-		m.Close()
-	}
-	if b, err := synth.NewBPF(synth.Options{NoKernel: true, NoBuildID: true}); err == nil {
-		if walk, why := b.Walk(); walk != synth.WalkMaple {
-			skip = append(skip, "floor-maple")
-			fmt.Fprintf(stderr, "bench: floor-maple left out, bpf walks with the iterator: %v\n", why)
-		}
-		b.Close()
-	}
-	return skip
 }

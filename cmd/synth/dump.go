@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/synth-dev/synth/internal/bench"
+	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -49,7 +51,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	if err := opts.Check(); err != nil {
 		return usageError(stderr, "dump: %v", err)
 	}
-	if !knownMethod(*method, synth.MethodFloor) {
+	if !knownMethod(*method, bench.MethodFloor) {
 		return usageError(stderr, "dump: unknown method %q (want auto, bpf, procmaps or procquery)", *method)
 	}
 	target, err := tf.target()
@@ -67,8 +69,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	opts.Tids = target.Tids
 	var wopts synth.WriteOptions
 	if *out == "-" {
-		pipe := true // as perf record -o -
-		wopts.Pipe = &pipe
+		wopts.Mode = perfdata.ModePipe // as perf record -o -
 	}
 
 	// A dump is one short burst of allocation, much of it cilium/ebpf's
@@ -78,7 +79,17 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	debug.SetGCPercent(400)
 	debug.SetMemoryLimit(48 << 20)
 	start := time.Now()
-	m, why, err := synth.OpenMethod(*method, opts, *threads)
+	if *method == bench.MethodFloor {
+		st, err := bench.Floor(ctx, opts.Walk, *warmup)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		printSummary(stderr, st, start, *verbose)
+		return exitOK
+	}
+	var why []error
+	m, err := synth.OpenMethod(*method, synth.MethodOptions{Options: opts, Threads: *threads,
+		Fallback: func(method string, err error) { why = append(why, fmt.Errorf("%s: %w", method, err)) }})
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -95,32 +106,15 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	if err != nil {
 		return fail(stderr, err)
 	}
-	st, err := synth.WritePerfData(ctx, m, opts, w, wopts)
+	st, err := synth.WritePerfData(ctx, m, w, wopts)
 	if cerr := closeOut(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if err != nil {
 		return fail(stderr, err)
 	}
-	name := st.Method
-	if st.Walk != "" {
-		name += " (walk " + st.Walk + ")"
-	}
-	fmt.Fprintf(stderr, "synth: method %s: %d processes, %d mappings, %d records, %d lost, %v (%v with loading)\n",
-		name, st.Processes, st.Mappings, st.Records, st.Lost,
-		st.Elapsed.Round(10*time.Microsecond), time.Since(start).Round(100*time.Microsecond))
-	if *verbose {
-		printSteps(stderr, st)
-	}
-	if st.WalkFallback != "" {
-		fmt.Fprintf(stderr, "synth: walk %s, not maple: %s\n", st.Walk, st.WalkFallback)
-	}
-	if st.ProgramTime > 0 {
-		fmt.Fprintf(stderr, "synth: BPF programs ran %v of it (kernel.bpf_stats_enabled)\n", st.ProgramTime.Round(10*time.Microsecond))
-	}
-	switch {
-	case *noBuildID || st.Method == synth.MethodFloor:
-	default:
+	printSummary(stderr, st, start, *verbose)
+	if !*noBuildID {
 		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; %d files in the cache; read now: %d files, %d with a build ID\n",
 			st.BuildIDMappings, st.FileMappings, st.Cached, st.FilesRead, st.BuildIDsRead)
 	}
@@ -170,6 +164,28 @@ func namePids(pids []int) string {
 		}
 	}
 	return strings.Join(s, ", ")
+}
+
+// printSummary prints the dump's line (the bench parses it), and with
+// verbose where its time went; then why the walk is not maple, and how
+// long the BPF programs ran.
+func printSummary(stderr io.Writer, st synth.Stats, start time.Time, verbose bool) {
+	name := st.Method
+	if st.Walk != "" {
+		name += " (walk " + st.Walk + ")"
+	}
+	fmt.Fprintf(stderr, "synth: method %s: %d processes, %d mappings, %d records, %d lost, %v (%v with loading)\n",
+		name, st.Processes, st.Mappings, st.Records, st.Lost,
+		st.Elapsed.Round(10*time.Microsecond), time.Since(start).Round(100*time.Microsecond))
+	if verbose {
+		printSteps(stderr, st)
+	}
+	if st.WalkFallback != "" {
+		fmt.Fprintf(stderr, "synth: walk %s, not maple: %s\n", st.Walk, st.WalkFallback)
+	}
+	if st.ProgramTime > 0 {
+		fmt.Fprintf(stderr, "synth: BPF programs ran %v of it (kernel.bpf_stats_enabled)\n", st.ProgramTime.Round(10*time.Microsecond))
+	}
 }
 
 // printSteps prints where the time of a dump went, and its walk's counts.

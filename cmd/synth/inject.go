@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -49,14 +50,11 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 		input = f
 	}
 	opts := synth.InjectOptions{Method: *method, Threads: *threads, NoBuildID: *noBuildID, BuildIDTimeout: *bidWait,
-		Opened: func(why []error) {
-			if len(why) > 0 {
-				fmt.Fprintf(stderr, "synth: using a fallback method because %v\n", joinErrs(why))
-			}
+		Fallback: func(method string, err error) {
+			fmt.Fprintf(stderr, "synth: using a fallback method because %s: %v\n", method, err)
 		}}
 	if *out == "-" {
-		pipe := true // as perf record -o -
-		opts.Pipe = &pipe
+		opts.Mode = perfdata.ModePipe // as perf record -o -
 	}
 	w, closeOut, err := openOutput(*out, stdout, false)
 	if err != nil {

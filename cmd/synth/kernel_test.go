@@ -13,7 +13,7 @@ import (
 // SYNTH_REQUIRE).
 func procMethods(t *testing.T) []string {
 	t.Helper()
-	m, err := synth.NewProcquery(synth.Options{}, 1)
+	m, err := synth.OpenMethod(synth.MethodProcquery, synth.MethodOptions{Threads: 1})
 	if err == nil {
 		m.Close()
 		return []string{synth.MethodProcmaps, synth.MethodProcquery}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/synth-dev/synth/internal/workload"
+	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -85,8 +86,7 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	opts.Tids, opts.Cgroup = target.Tids, target.Cgroup
 	var wopts synth.WriteOptions
 	if *out == "-" {
-		pipe := true
-		wopts.Pipe = &pipe
+		wopts.Mode = perfdata.ModePipe
 	}
 	var cmd *workload.Cmd
 	if len(command) > 0 {

@@ -256,7 +256,10 @@ type Stats struct {
 
 // Step is a part of a dump, or of the loading before it, and its wall
 // time.
-type Step struct {
+//
+// It is a type literal, as synth.Step is, so that synth.Stats and Stats
+// convert into each other.
+type Step = struct {
 	Name string
 	Took time.Duration
 }

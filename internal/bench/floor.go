@@ -1,0 +1,61 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/synth-dev/synth/internal/dump"
+	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/method/procdump"
+	"github.com/synth-dev/synth/synth"
+)
+
+// MethodFloor is the method of `synth dump --method floor`, the rows
+// floor-maple and floor-iter: a walk that visits every VMA the way the
+// BPF method's walk does and emits nothing, the least a dump with that
+// walk can cost. It is not a synth method: it writes no records.
+const MethodFloor = bpfdump.MethodFloor
+
+// Floor loads the floor of walk (synth.WalkMaple, or "", or
+// synth.WalkIter), runs it warmup times, then once more, and returns
+// that run's stats: the VMAs walked as Mappings.
+func Floor(ctx context.Context, walk string, warmup int) (synth.Stats, error) {
+	f, err := bpfdump.NewFloor(walk)
+	if err != nil {
+		return synth.Stats{}, err
+	}
+	defer f.Close()
+	var st dump.Stats
+	for range warmup + 1 {
+		if err := ctx.Err(); err != nil {
+			return synth.Stats(st), err
+		}
+		if st, err = f.Dump(ctx, nil); err != nil {
+			break
+		}
+	}
+	return synth.Stats(st), err
+}
+
+// Unavailable returns the methods of the bench this kernel cannot run,
+// and says why on stderr: procquery without PROCMAP_QUERY (before 6.11),
+// the maple walk's floor where the walk cannot prove itself (the bpf
+// rows then use the iterator, as auto does).
+func Unavailable(stderr io.Writer) []string {
+	var skip []string
+	if m, err := procdump.NewProcquery(dump.Options{}, 1); err != nil {
+		skip = append(skip, synth.MethodProcquery)
+		fmt.Fprintf(stderr, "bench: procquery left out: %v\n", err)
+	} else {
+		m.Close()
+	}
+	if b, err := bpfdump.New(dump.Options{NoKernel: true, NoBuildID: true}); err == nil {
+		if walk, why := b.Walk(); walk != dump.WalkMaple {
+			skip = append(skip, "floor-maple")
+			fmt.Fprintf(stderr, "bench: floor-maple left out, bpf walks with the iterator: %v\n", why)
+		}
+		b.Close()
+	}
+	return skip
+}

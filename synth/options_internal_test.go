@@ -1,0 +1,55 @@
+package synth
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/synth-dev/synth/internal/dump"
+	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/method/procdump"
+)
+
+// TestOptionConstants checks that the package's defaults and names are
+// those the methods apply: the package declares them so that its
+// documentation shows values, not internal names.
+func TestOptionConstants(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"DefaultSampleType", uint64(DefaultSampleType), uint64(dump.DefaultSampleType)},
+		{"DefaultRingPages", DefaultRingPages, dump.DefaultRingPages},
+		{"MinRingPages", MinRingPages, dump.MinRingPages},
+		{"DefaultBuildIDTimeout", DefaultBuildIDTimeout, dump.DefaultBuildIDTimeout},
+		{"DefaultProcMapTimeout", DefaultProcMapTimeout, dump.DefaultProcMapTimeout},
+		{"WalkAuto", WalkAuto, dump.WalkAuto},
+		{"WalkMaple", WalkMaple, dump.WalkMaple},
+		{"WalkIter", WalkIter, dump.WalkIter},
+		{"ErrNoProcquery", ErrNoProcquery.Error(), procdump.ErrNoProcquery.Error()},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, the methods use %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestPublicPermissionError checks that a method's refusal reaches the
+// caller as a *PermissionError, wrapped or not.
+func TestPublicPermissionError(t *testing.T) {
+	inner := &bpfdump.PermissionError{Op: "load BPF", Missing: []string{"CAP_BPF"}, Err: os.ErrPermission}
+	for _, err := range []error{inner, fmt.Errorf("open: %w", inner)} {
+		var pe *PermissionError
+		if got := public(err); !errors.As(got, &pe) || pe.Op != "load BPF" || len(pe.Missing) != 1 {
+			t.Errorf("public(%v) = %#v, want a *PermissionError of load BPF", err, got)
+		}
+		if !errors.Is(public(err), os.ErrPermission) {
+			t.Errorf("public(%v) is not os.ErrPermission", err)
+		}
+	}
+	other := errors.New("other")
+	if public(other) != other {
+		t.Error("public changed an error that is no refusal")
+	}
+}
