@@ -54,7 +54,7 @@ func BenchmarkDump(b *testing.B) {
 
 // BenchmarkSessionPerRecord measures what a Session adds per record to
 // the dump it runs: a warm whole-host dump (--data, with a test process
-// of 5,000 file-backed VMAs) read through Session.ReadInto, against the
+// of 5,000 file-backed VMAs) read through Session.Read, against the
 // same dump handed to a callback by BPF.Dump, in one run. The metric
 // session-ns/record is the difference divided by the records, and
 // batch-ns/record the same with Session.ReadBatch, 256 at a time.
@@ -86,7 +86,7 @@ func BenchmarkSessionPerRecord(b *testing.B) {
 		}
 		n := 0
 		for rec := (synth.Record{}); rec.Kind != synth.KindDumpEnd; n++ {
-			if err := s.ReadInto(&rec); err != nil {
+			if err := s.Read(&rec); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -63,7 +63,7 @@ func TestSessionChurn(t *testing.T) {
 			t.Fatal(err)
 		}
 		for rec.Kind = 0; rec.Kind != synth.KindDumpEnd; {
-			if err := s.ReadInto(&rec); err != nil {
+			if err := s.Read(&rec); err != nil {
 				t.Fatal(err)
 			}
 			collect(t, genOf(rec.Gen), &rec, st)

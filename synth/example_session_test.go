@@ -38,7 +38,7 @@ func ExampleSession() {
 	counts := map[synth.RecordKind]int{}
 	var rec synth.Record
 	for {
-		err := s.ReadInto(&rec)
+		err := s.Read(&rec)
 		if errors.Is(err, synth.ErrFlushed) {
 			break
 		}

@@ -16,23 +16,25 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// pollTick bounds how long ReadInto sleeps between drains of the rings,
+// pollTick bounds how long Read sleeps between drains of the rings,
 // and so how late a live record is returned.
 const pollTick = 50 * time.Millisecond
 
-// ReadInto returns the next record of the stream in rec, waiting for one
-// if need be. It returns os.ErrClosed after Close, ErrFlushed after Flush
+// Read returns the next record of the stream in rec, waiting for one
+// if need be. rec.Raw points into the session's buffers, not the
+// caller's: it is valid until the next read (Read, ReadContext or
+// ReadBatch); a caller that keeps a record copies it. It returns os.ErrClosed after Close, ErrFlushed after Flush
 // has let it return what was in the rings, and os.ErrDeadlineExceeded
 // after the deadline. A dump that fails ends with its error, wrapped,
 // instead of a KindDumpEnd record; the session goes on streaming.
-func (s *Session) ReadInto(rec *Record) error {
+func (s *Session) Read(rec *Record) error {
 	var one [1]Record
 	_, err := s.ReadBatch(one[:])
 	*rec = one[0]
 	return err
 }
 
-// ReadContext is ReadInto that gives up waiting when ctx is done, with
+// ReadContext is Read that gives up waiting when ctx is done, with
 // ctx's error. It is how a reader ends: with a deadline or a cancel
 // from elsewhere, instead of the session-wide SetDeadline. A dump's
 // records are bounded by the ctx given to Dump.
@@ -44,14 +46,14 @@ func (s *Session) ReadContext(ctx context.Context, rec *Record) error {
 	defer stop()
 	s.readCtx = ctx
 	defer func() { s.readCtx = nil }()
-	return s.ReadInto(rec)
+	return s.Read(rec)
 }
 
-// ReadBatch is ReadInto for many records at once: it fills recs with the
+// ReadBatch is Read for many records at once: it fills recs with the
 // next records of the stream and returns how many, at least one unless
 // it returns an error. It waits only for the first record; the others
 // are what is ready then. Every Raw stays valid until the next call to
-// ReadBatch or ReadInto. A reader that takes a dump of many records
+// ReadBatch or Read. A reader that takes a dump of many records
 // this way pays for the session's bookkeeping once per batch.
 func (s *Session) ReadBatch(recs []Record) (int, error) {
 	if len(recs) == 0 {

@@ -24,32 +24,21 @@ import (
 // for Cgroup (-G); per CPU for every task without a target (-a). Tasks
 // outside the target are never interrupted.
 type ProfileOptions struct {
-	// Pids restricts the profile to these processes and the children
-	// they fork from now on; nil profiles the whole system.
-	Pids []int
-	// Tids, with Pids their processes, restricts the samples and the
-	// synthesized thread records to these threads (perf record -t).
-	Tids []int
+	// Options say what the dumps synthesize, and for whom: Pids
+	// restricts the profile to these processes and the children they
+	// fork from now on (nil profiles the whole system), and Tids, with
+	// Pids their processes, the samples and thread records to these
+	// threads (perf record -t). SampleType is the session's.
+	Options
+	// Freq and Callchain are as in SampleOptions.
+	Freq      uint64
+	Callchain bool
 	// Cgroup, with Pids the processes in it, samples the tasks of this
 	// cgroup and of those below it with a cgroup event (perf record -G).
 	Cgroup string
 	// OnExec starts sampling Pids at their next exec, as perf record
 	// samples the workload it starts (enable_on_exec).
 	OnExec bool
-	// Namespaces and Cgroups add the NAMESPACES and CGROUP records of
-	// perf record --namespaces and --all-cgroups to the dump.
-	Namespaces, Cgroups bool
-	// NoBPFEvent leaves out the BPF_EVENT records (perf record
-	// --no-bpf-event).
-	NoBPFEvent bool
-	// Freq is the sampling frequency in Hz; 0 means DefaultSampleFreq.
-	Freq uint64
-	// Callchain records call chains (perf record -g).
-	Callchain bool
-	// NoBuildID writes mappings with maj/min/ino instead of build IDs.
-	NoBuildID bool
-	// RingPages is the per-CPU ring size (see Options.RingPages).
-	RingPages int
 	// Started, when set, is called once the rings are open and the
 	// dump of the existing state has begun: a workload started then has
 	// all of its life recorded.
@@ -102,11 +91,7 @@ func NewProfiler(opts ProfileOptions) (*Profiler, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.so = SessionOptions{
-		Options: Options{Pids: opts.Pids, Tids: opts.Tids, NoBuildID: opts.NoBuildID, RingPages: opts.RingPages,
-			Namespaces: opts.Namespaces, Cgroups: opts.Cgroups, NoBPFEvent: opts.NoBPFEvent},
-		Sample: sample,
-	}
+	p.so = SessionOptions{Options: opts.Options, Sample: sample}
 	s, err := NewSession(p.so)
 	if err != nil {
 		return nil, err

@@ -86,8 +86,8 @@ func TestProfileSamplesTargetOnly(t *testing.T) {
 		name string
 		opts synth.ProfileOptions
 	}{
-		{"pids", synth.ProfileOptions{Pids: []int{target}, Freq: 999, Started: started}},
-		{"tids", synth.ProfileOptions{Pids: []int{target}, Tids: []int{target}, Freq: 999}},
+		{"pids", synth.ProfileOptions{Options: synth.Options{Pids: []int{target}}, Freq: 999, Started: started}},
+		{"tids", synth.ProfileOptions{Options: synth.Options{Pids: []int{target}, Tids: []int{target}}, Freq: 999}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, pids := profile(t, tc.opts, 1500*time.Millisecond)

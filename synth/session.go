@@ -18,7 +18,7 @@ import (
 
 // Errors of a Session.
 var (
-	// ErrFlushed is returned by ReadInto once it has returned every
+	// ErrFlushed is returned by Read once it has returned every
 	// record that was in the rings when Flush was called.
 	ErrFlushed = errors.New("session flushed")
 	// ErrDumpRunning is returned by Dump while the previous dump's
@@ -106,7 +106,7 @@ type Record struct {
 	Time uint64
 	// Raw is the perf record, header and sample_id_all trailer included,
 	// ready for perfdata.Writer.WriteRecord. It points into the
-	// session's buffers and is valid until the next call to ReadInto.
+	// session's buffers and is valid until the next call to Read.
 	Raw []byte
 }
 
@@ -139,26 +139,26 @@ type SessionStats struct {
 // live records the kernel reports, in one ordered stream. A dump's
 // synthesized records come first (time 0), then live records in time
 // order; a mapping is reported by a generation once, synthesized or live
-// (see deduper). ReadInto must not be called concurrently; Close, Flush
+// (see deduper). Read must not be called concurrently; Close, Flush
 // and SetDeadline may be called from any goroutine.
 type Session struct {
-	mu    sync.Mutex // held by ReadInto and Dump
+	mu    sync.Mutex // held by Read and Dump
 	opts  SessionOptions
 	b     *bpfdump.BPF
 	attrs []perfdata.EventAttr
 	// wake is an eventfd by which Close, Flush and SetDeadline
-	// interrupt a waiting ReadInto; wakeMu guards its closing.
+	// interrupt a waiting Read; wakeMu guards its closing.
 	wakeMu sync.Mutex
 	wake   int
 
 	closed   atomic.Bool
 	flush    atomic.Bool
 	deadline atomic.Int64 // UnixNano; 0: none
-	flushing bool         // ReadInto is returning what a Flush found
+	flushing bool         // Read is returning what a Flush found
 	flushAt  uint64       // and the time of that Flush
 
-	// The dump being read: Dump asks for it, the first ReadInto runs it
-	// into dumpBuf, and ReadInto hands out its records from there, a
+	// The dump being read: Dump asks for it, the first Read runs it
+	// into dumpBuf, and Read hands out its records from there, a
 	// slice each: no copy, no goroutine switch per record.
 	dumpCtx  context.Context
 	dumpRan  bool
@@ -274,7 +274,7 @@ func (s *Session) sampling(on bool) error {
 // sampling event if any.
 func (s *Session) Attrs() []perfdata.EventAttr { return s.attrs }
 
-// Dump starts a dump of a new generation. ReadInto returns its
+// Dump starts a dump of a new generation. Read returns its
 // synthesized records next, then a KindDumpEnd record, then the live
 // records that arrived meanwhile. ctx bounds the dump, not the reading.
 func (s *Session) Dump(ctx context.Context) error {
@@ -304,7 +304,7 @@ func (s *Session) Stats() SessionStats {
 	return s.stats
 }
 
-// SetDeadline makes ReadInto return os.ErrDeadlineExceeded when it has
+// SetDeadline makes Read return os.ErrDeadlineExceeded when it has
 // waited for records until t; the zero time means no deadline.
 func (s *Session) SetDeadline(t time.Time) {
 	var ns int64
@@ -315,12 +315,17 @@ func (s *Session) SetDeadline(t time.Time) {
 	s.interrupt()
 }
 
-// Flush makes ReadInto return every record now in the rings without
+// Flush makes Read return every record now in the rings without
 // waiting for the time order to settle, then ErrFlushed: a consumer
-// stopping calls it to get the last records.
-func (s *Session) Flush() {
+// stopping calls it to get the last records. After Close it returns
+// os.ErrClosed.
+func (s *Session) Flush() error {
+	if s.closed.Load() {
+		return os.ErrClosed
+	}
 	s.flush.Store(true)
 	s.interrupt()
+	return nil
 }
 
 func (s *Session) interrupt() {
@@ -333,7 +338,7 @@ func (s *Session) interrupt() {
 	_, _ = unix.Write(s.wake, one[:]) // a full counter is still a wakeup
 }
 
-// Close stops a dump in progress, unblocks ReadInto, and releases the
+// Close stops a dump in progress, unblocks Read, and releases the
 // programs and rings. It is safe to call more than once.
 func (s *Session) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
@@ -342,7 +347,7 @@ func (s *Session) Close() error {
 	s.interrupt()
 	s.cancelMu.Lock()
 	if s.cancel != nil {
-		s.cancel() // a dump that ReadInto runs stops at its next read
+		s.cancel() // a dump that Read runs stops at its next read
 	}
 	s.cancelMu.Unlock()
 	s.mu.Lock()
@@ -355,7 +360,7 @@ func (s *Session) Close() error {
 	return err
 }
 
-// recordBuf holds a part of a dump's records for ReadInto: the held
+// recordBuf holds a part of a dump's records for Read: the held
 // records of the walk as they are (they stay put until the next dump),
 // the few others copied.
 type recordBuf struct {

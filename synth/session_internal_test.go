@@ -41,7 +41,7 @@ func TestSessionDropsStaleGeneration(t *testing.T) {
 	comms := 0
 	var rec Record
 	for rec.Kind != KindDumpEnd {
-		if err := s.ReadInto(&rec); err != nil {
+		if err := s.Read(&rec); err != nil {
 			t.Fatal(err)
 		}
 		if rec.Kind == KindSynthesized && rec.Type() == 3 /* COMM */ {

@@ -36,7 +36,7 @@ func readDump(t *testing.T, s *synth.Session) []perfdata.Mmap2 {
 	var maps []perfdata.Mmap2
 	st := s.Attrs()[0].Attr.SampleType
 	for {
-		if err := s.ReadInto(&rec); err != nil {
+		if err := s.Read(&rec); err != nil {
 			t.Fatal(err)
 		}
 		switch rec.Kind {
@@ -60,7 +60,7 @@ func readFlushed(t *testing.T, s *synth.Session, fn func(*synth.Record)) {
 	s.Flush()
 	var rec synth.Record
 	for {
-		err := s.ReadInto(&rec)
+		err := s.Read(&rec)
 		if errors.Is(err, synth.ErrFlushed) {
 			return
 		}
@@ -99,7 +99,7 @@ func TestSessionLiveMmap(t *testing.T) {
 	var rec synth.Record
 	st := s.Attrs()[0].Attr.SampleType
 	for {
-		if err := s.ReadInto(&rec); err != nil {
+		if err := s.Read(&rec); err != nil {
 			t.Fatalf("no live record of %s: %v", path, err)
 		}
 		if rec.Kind != synth.KindLive || rec.Type() != perfdata.RecordMmap2 {
@@ -133,7 +133,7 @@ func sleeper(t *testing.T) int {
 	return cmd.Process.Pid
 }
 
-// Close unblocks a ReadInto waiting in another goroutine, and is
+// Close unblocks a Read waiting in another goroutine, and is
 // idempotent; a closed session refuses dumps.
 func TestSessionCloseUnblocks(t *testing.T) {
 	s := openSession(t, synth.SessionOptions{Options: synth.Options{Pids: []int{sleeper(t)}}})
@@ -141,7 +141,7 @@ func TestSessionCloseUnblocks(t *testing.T) {
 	go func() {
 		var rec synth.Record
 		for {
-			if err := s.ReadInto(&rec); err != nil {
+			if err := s.Read(&rec); err != nil {
 				done <- err
 				return
 			}
@@ -154,10 +154,10 @@ func TestSessionCloseUnblocks(t *testing.T) {
 	select {
 	case err := <-done:
 		if !errors.Is(err, os.ErrClosed) {
-			t.Errorf("ReadInto after Close: %v, want os.ErrClosed", err)
+			t.Errorf("Read after Close: %v, want os.ErrClosed", err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("ReadInto still blocked 5 s after Close")
+		t.Fatal("Read still blocked 5 s after Close")
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
@@ -182,7 +182,7 @@ func TestSessionDeadlineAndDumpRunning(t *testing.T) {
 	s.SetDeadline(start.Add(150 * time.Millisecond))
 	var rec synth.Record
 	for {
-		err := s.ReadInto(&rec)
+		err := s.Read(&rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break
 		}
@@ -251,7 +251,7 @@ func TestSessionMarksLiveLoss(t *testing.T) {
 	t.Logf("%d LOST records for %d records", losts, lost)
 }
 
-// ReadBatch hands out a dump's records as ReadInto does, several per
+// ReadBatch hands out a dump's records as Read does, several per
 // call, each batch valid until the next call.
 func TestSessionReadBatch(t *testing.T) {
 	p := testproc.StartT(t, everything)
@@ -292,7 +292,7 @@ func TestSessionReadBatch(t *testing.T) {
 		}
 	}
 	if len(want) == 0 || !reflect.DeepEqual(got, want) {
-		t.Errorf("ReadBatch gave %d mappings, ReadInto %d; they differ", len(got), len(want))
+		t.Errorf("ReadBatch gave %d mappings, Read %d; they differ", len(got), len(want))
 	}
 	if most < len(recs) {
 		t.Errorf("no batch was full (largest %d of %d, %d batches)", most, len(recs), batches)

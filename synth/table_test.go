@@ -233,7 +233,7 @@ func TestReadContextEnds(t *testing.T) {
 	}
 	// The session's own deadline is untouched.
 	go func() { time.Sleep(100 * time.Millisecond); s.Flush() }()
-	if err := s.ReadInto(&rec); err != nil && !errors.Is(err, synth.ErrFlushed) {
-		t.Errorf("ReadInto after ReadContext: %v", err)
+	if err := s.Read(&rec); err != nil && !errors.Is(err, synth.ErrFlushed) {
+		t.Errorf("Read after ReadContext: %v", err)
 	}
 }

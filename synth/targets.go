@@ -44,7 +44,7 @@ func (t Target) Check() error {
 		}
 	}
 	if n > 1 {
-		return errors.New("choose one of --pid, --tid, --uid and --cgroup")
+		return errors.New("a target sets one of Pids, Tids, UID and Cgroup")
 	}
 	return nil
 }

@@ -50,9 +50,9 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	opts := synth.ProfileOptions{Freq: *freq, Callchain: *callchain, NoBuildID: *noBuildID, RingPages: *ringPages,
-		Namespaces: *nsFlag, Cgroups: *cgroups, NoBPFEvent: *noBPF}
-	if err := (&synth.Options{RingPages: *ringPages}).Check(); err != nil {
+	opts := synth.ProfileOptions{Freq: *freq, Callchain: *callchain, Options: synth.Options{NoBuildID: *noBuildID,
+		RingPages: *ringPages, Namespaces: *nsFlag, Cgroups: *cgroups, NoBPFEvent: *noBPF}}
+	if err := opts.Check(); err != nil {
 		return usageError(stderr, "record: %v", err)
 	}
 	target, err := tf.target()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -43,7 +44,10 @@ func (t *targetFlags) target() (synth.Target, error) {
 		return tg, fmt.Errorf("--tid: %w", err)
 	}
 	tg.UID, tg.Cgroup = t.uid, t.cgroup
-	return tg, tg.Check()
+	if tg.Check() != nil {
+		return tg, errors.New("choose one of --pid, --tid, --uid and --cgroup")
+	}
+	return tg, nil
 }
 
 // set reports whether any target flag was given.
