@@ -419,3 +419,43 @@ func SampleTimeOf(rec []byte, st uint64) (uint64, bool) {
 	}
 	return le.Uint64(rec[off:]), true
 }
+
+// SampleTIDOf returns the pid and tid of a PERF_RECORD_SAMPLE of an
+// event of sample_type st, read in place as SampleTimeOf reads the time;
+// false when st has no tid or the record is short.
+func SampleTIDOf(rec []byte, st uint64) (pid, tid uint32, ok bool) {
+	if st&SampleTID == 0 {
+		return 0, 0, false
+	}
+	off := headerSize
+	for _, bit := range []uint64{SampleIdentifier, SampleIP} {
+		if st&bit != 0 {
+			off += 8
+		}
+	}
+	if len(rec) < off+8 {
+		return 0, 0, false
+	}
+	return le.Uint32(rec[off:]), le.Uint32(rec[off+4:]), true
+}
+
+// TrailerIdentifier returns the IDENTIFIER of a record's sample_id_all
+// trailer, its last 8 bytes, where the attr's sample_type has
+// SampleIdentifier (the trailer's last field); false for a record too
+// short to have one.
+func TrailerIdentifier(rec []byte) (uint64, bool) {
+	if len(rec) < headerSize+8 {
+		return 0, false
+	}
+	return le.Uint64(rec[len(rec)-8:]), true
+}
+
+// SampleIdentifierOf returns the IDENTIFIER of a PERF_RECORD_SAMPLE of
+// an event whose sample_type has SampleIdentifier: its first field.
+// false for a record too short to have one.
+func SampleIdentifierOf(rec []byte) (uint64, bool) {
+	if len(rec) < headerSize+8 {
+		return 0, false
+	}
+	return le.Uint64(rec[headerSize:]), true
+}

@@ -1,12 +1,10 @@
 package synth
 
 import (
-	"encoding/binary"
 	"maps"
 	"slices"
 
 	"github.com/synth-dev/synth/internal/bpfprog"
-	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -25,13 +23,12 @@ type bpfInfo struct {
 }
 
 func (b *bpfInfo) add(rec []byte) {
-	if b.off || dump.RecType(rec) != perfdata.RecordBPFEvent || len(rec) < 16 {
+	ev := perfdata.BPFEventView(rec)
+	if b.off || perfdata.RecordView(rec).Type() != perfdata.RecordBPFEvent || !ev.Fits() ||
+		ev.EventType() != perfdata.BPFEventProgLoad {
 		return
 	}
-	if binary.NativeEndian.Uint16(rec[8:]) != perfdata.BPFEventProgLoad {
-		return
-	}
-	id := binary.NativeEndian.Uint32(rec[12:])
+	id := ev.ID()
 	if _, ok := b.progs[id]; ok {
 		return
 	}

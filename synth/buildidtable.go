@@ -2,7 +2,6 @@ package synth
 
 import (
 	"bytes"
-	"encoding/binary"
 	"slices"
 
 	"github.com/synth-dev/synth/internal/buildid"
@@ -47,28 +46,20 @@ const sysModule = "/sys/module"
 const vdsoName = "[vdso]"
 
 func (t *buildIDTable) add(rec []byte) {
-	if dump.RecType(rec) == perfdata.RecordMmap && binary.NativeEndian.Uint16(rec[4:])&perfdata.MiscKernel != 0 {
+	r := perfdata.RecordView(rec)
+	if r.Type() == perfdata.RecordMmap && r.Misc()&perfdata.MiscKernel != 0 {
 		t.addKernelMap(rec)
 		return
 	}
-	if !t.vdso && dump.RecType(rec) == perfdata.RecordMmap2 && len(rec) > dump.Mmap2FilenameOff+len(vdsoName) &&
-		string(rec[dump.Mmap2FilenameOff:dump.Mmap2FilenameOff+len(vdsoName)+1]) == vdsoName+"\x00" {
+	if r.Type() != perfdata.RecordMmap2 {
+		return
+	}
+	m := perfdata.Mmap2View(rec)
+	name := m.Filename()
+	if !t.vdso && string(name) == vdsoName {
 		t.vdso = true
 	}
-	if dump.RecType(rec) != perfdata.RecordMmap2 ||
-		binary.NativeEndian.Uint16(rec[4:])&perfdata.MiscMmapBuildID == 0 ||
-		len(rec) <= dump.Mmap2FilenameOff {
-		return
-	}
-	n := int(rec[dump.Mmap2BuildIDSizeOff])
-	name := rec[dump.Mmap2FilenameOff:]
-	if l := len(t.last); l > 0 && len(name) > l && name[l] == 0 && bytes.Equal(name[:l], t.last) {
-		return
-	}
-	if i := bytes.IndexByte(name, 0); i >= 0 {
-		name = name[:i]
-	}
-	if n > dump.BuildIDMax {
+	if !m.HasBuildID() || bytes.Equal(name, t.last) {
 		return
 	}
 	if t.ids == nil {
@@ -76,7 +67,7 @@ func (t *buildIDTable) add(rec []byte) {
 	}
 	// The lookup converts without allocating; only a new name is copied.
 	if _, ok := t.ids[string(name)]; !ok {
-		t.ids[string(name)] = slices.Clone(rec[dump.Mmap2BuildIDOff : dump.Mmap2BuildIDOff+n])
+		t.ids[string(name)] = slices.Clone(m.BuildID())
 	}
 	t.last = append(t.last[:0], name...)
 }

@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"encoding/binary"
 	"io"
 
 	"github.com/synth-dev/synth/perfdata"
@@ -71,7 +70,7 @@ func (p *pump) until(end uint64) ([]perfRec, error) {
 			return held, x.err
 		}
 		held = append(held, x.rec)
-		if perfdata.RecordType(binary.LittleEndian.Uint32(x.rec.data)) == perfdata.RecordFinishedRound {
+		if perfdata.RecordView(x.rec.data).Type() == perfdata.RecordFinishedRound {
 			if atLastRound >= end {
 				return held, nil
 			}
@@ -131,8 +130,7 @@ func newRecordTimes(attrs []perfdata.EventAttr) recordTimes {
 }
 
 func (rt recordTimes) of(rec []byte) (uint64, bool) {
-	le := binary.LittleEndian
-	typ := le.Uint32(rec)
+	typ := perfdata.RecordView(rec).Type()
 	if typ >= perfdata.RecordHeaderAttr {
 		return 0, false
 	}
@@ -141,9 +139,12 @@ func (rt recordTimes) of(rec []byte) (uint64, bool) {
 		return sid.Time, err == nil && rt.trailer&perfdata.SampleTime != 0
 	}
 	st := rt.first
-	if rt.byID != nil && st&perfdata.SampleIdentifier != 0 && len(rec) >= 16 {
-		if s, ok := rt.byID[le.Uint64(rec[8:])]; ok {
-			st = s
+	if rt.byID != nil && st&perfdata.SampleIdentifier != 0 {
+		// PERF_SAMPLE_IDENTIFIER is a sample's first field.
+		if id, ok := perfdata.SampleIdentifierOf(rec); ok {
+			if s, ok := rt.byID[id]; ok {
+				st = s
+			}
 		}
 	}
 	return perfdata.SampleTimeOf(rec, st)

@@ -2,10 +2,8 @@ package synth
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/synth-dev/synth/internal/method/bpfdump"
 	"github.com/synth-dev/synth/internal/procfs"
@@ -78,15 +76,14 @@ func hasTime(rec []byte, sampleType uint64) bool {
 // comm[16]} entries[nr]) into the processes of its threads; nil for
 // perf's "every thread" (-1).
 func threadMapPids(rec []byte) []int {
-	le := binary.LittleEndian
-	if len(rec) < 16 {
-		return nil
+	threads, err := perfdata.ParseThreadMap(rec)
+	if err != nil {
+		return nil // as perf -a: a dump of every process
 	}
-	n := le.Uint64(rec[8:])
 	var pids []int
 	seen := map[int]bool{}
-	for i := uint64(0); i < n && 16+24*(i+1) <= uint64(len(rec)); i++ {
-		tid := int(int64(le.Uint64(rec[16+24*i:])))
+	for _, t := range threads {
+		tid := int(t.Tid)
 		if tid == -1 {
 			return nil
 		}
@@ -102,16 +99,11 @@ func threadMapPids(rec []byte) []int {
 	return pids
 }
 
-// eventUpdateName is PERF_EVENT_UPDATE__NAME.
-const eventUpdateName = 2
-
-// addName takes the name from a PERF_RECORD_EVENT_UPDATE (u64 type, u64
-// id, then for a name the string).
+// addName takes the name from a PERF_RECORD_EVENT_UPDATE that names an
+// event.
 func (in *initRecords) addName(rec []byte) {
-	le := binary.LittleEndian
-	if len(rec) > 24 && le.Uint64(rec[8:]) == eventUpdateName {
-		name, _, _ := strings.Cut(string(rec[24:]), "\x00")
-		in.names[le.Uint64(rec[16:])] = name
+	if id, name, ok := perfdata.ParseEventUpdateName(rec); ok {
+		in.names[id] = name
 	}
 }
 

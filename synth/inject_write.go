@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 
@@ -44,7 +43,7 @@ func newInjectWriter(out io.Writer, perfAttrs []perfdata.EventAttr, perfFeats []
 // FINISHED_INIT.
 func writeInit(w *perfdata.Writer, init *initRecords, synth func() error) error {
 	for _, r := range init.recs {
-		switch perfdata.RecordType(binary.LittleEndian.Uint32(r.data)) {
+		switch perfdata.RecordView(r.data).Type() {
 		case perfdata.RecordHeaderAttr, perfdata.RecordHeaderFeature:
 			continue
 		}
@@ -71,7 +70,7 @@ func writeSynth(w *perfdata.Writer, table *headerTables, recs *recordBuf, ours u
 		}
 		buf = append(buf[:0], rec[:len(rec)-strip]...)
 		buf = perfdata.AppendSampleID(buf, trailer, &perfdata.SampleID{})
-		binary.LittleEndian.PutUint16(buf[6:], uint16(len(buf)))
+		perfdata.RecordView(buf).SetSize(len(buf))
 		table.add(buf)
 		st.Written++
 		if err := w.WriteRecord(buf); err != nil {

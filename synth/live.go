@@ -2,7 +2,6 @@ package synth
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/method/bpfdump"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -260,63 +258,67 @@ func (s *Session) addLive(rec []byte) error {
 	return nil
 }
 
-// Offsets in a sample of the sampling event: header 8, identifier 8,
-// ip 8, pid/tid 8, time 8.
-const (
-	samplePidOffset  = 24
-	sampleTimeOffset = 32
-)
+// sampleType is the sample_type of the sampling event's samples (the
+// session's second attr, which a session that samples has).
+func (s *Session) sampleType() uint64 {
+	if len(s.attrs) < 2 {
+		return 0
+	}
+	return s.attrs[1].Attr.SampleType
+}
 
 // classify returns a ring record's kind, time and process.
 func (s *Session) classify(rec []byte) (RecordKind, uint64, uint32, error) {
-	le := binary.NativeEndian
-	if dump.RecType(rec) == perfdata.RecordSample {
-		if len(rec) < sampleTimeOffset+8 {
+	if perfdata.RecordView(rec).Type() == perfdata.RecordSample {
+		t, ok := perfdata.SampleTimeOf(rec, s.sampleType())
+		pid, _, pok := perfdata.SampleTIDOf(rec, s.sampleType())
+		if !ok || !pok {
 			return 0, 0, 0, fmt.Errorf("short sample (%d bytes)", len(rec))
 		}
-		return KindSample, le.Uint64(rec[sampleTimeOffset:]), le.Uint32(rec[samplePidOffset:]), nil
+		return KindSample, t, pid, nil
 	}
 	st := s.attrs[0].Attr.SampleType
-	if len(rec) >= 16 && len(s.attrs) > 1 && slices.Contains(s.attrs[1].IDs, le.Uint64(rec[len(rec)-8:])) {
+	if id, ok := perfdata.TrailerIdentifier(rec); ok && len(s.attrs) > 1 && slices.Contains(s.attrs[1].IDs, id) {
 		st = s.attrs[1].Attr.SampleType // THROTTLE and the like of the sampler
 	}
 	sid, err := perfdata.ParseSampleID(rec, st)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("live record type %d: %w", dump.RecType(rec), err)
+		return 0, 0, 0, fmt.Errorf("live record type %d: %w", perfdata.RecordView(rec).Type(), err)
 	}
 	return KindLive, sid.Time, sid.Pid, nil
 }
 
 // sampleOfTids reports whether a sample is of a thread of Options.Tids.
 func (s *Session) sampleOfTids(rec []byte) bool {
-	if len(rec) < samplePidOffset+8 {
+	_, tid, ok := perfdata.SampleTIDOf(rec, s.sampleType())
+	if !ok {
 		return false
 	}
-	_, ok := s.tids[binary.NativeEndian.Uint32(rec[samplePidOffset+4:])]
+	_, ok = s.tids[tid]
 	return ok
 }
 
 // lostCount returns the count of a PERF_RECORD_LOST record (u64 id, u64
 // lost after the header), and 0 for any other record.
 func lostCount(rec []byte) uint64 {
-	if len(rec) < 24 || dump.RecType(rec) != perfdata.RecordLost {
+	if perfdata.RecordView(rec).Type() != perfdata.RecordLost || !perfdata.LostView(rec).Fits() {
 		return 0
 	}
-	return binary.NativeEndian.Uint64(rec[16:])
+	return perfdata.LostView(rec).Lost()
 }
 
 // track reports whether a record of process pid belongs to the session,
 // following the forks of the processes it follows.
 func (s *Session) track(rec []byte, pid uint32) bool {
-	switch dump.RecType(rec) {
+	switch perfdata.RecordView(rec).Type() {
 	case perfdata.RecordFork:
-		child, parent := dump.RecPid(rec), binary.NativeEndian.Uint32(rec[12:])
+		child, parent := perfdata.RecordView(rec).Pid(), perfdata.RecordView(rec).Ppid()
 		if _, ok := s.tracked[parent]; ok {
 			s.tracked[child] = struct{}{}
 		}
 		pid = child
 	case perfdata.RecordExit, perfdata.RecordComm, perfdata.RecordMmap2, perfdata.RecordMmap:
-		pid = dump.RecPid(rec)
+		pid = perfdata.RecordView(rec).Pid()
 	}
 	_, ok := s.tracked[pid]
 	return ok

@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/method/bpfdump"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -402,5 +401,5 @@ func (r *Record) Type() perfdata.RecordType {
 	if len(r.Raw) < 8 {
 		return 0
 	}
-	return perfdata.RecordType(dump.RecType(r.Raw))
+	return perfdata.RecordView(r.Raw).Type()
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -70,13 +69,13 @@ func TestSessionFollowsForksInTimeOrder(t *testing.T) {
 	s.live.push(other.Append(nil, 0, nil), liveRec{kind: KindLive, pid: 300, time: 15})
 	s.live.push(fork.Append(nil, 0, nil), liveRec{kind: KindLive, pid: 100, time: 10})
 	s.live.sort()
-	var got []uint32
+	var got []perfdata.RecordType
 	recs := make([]Record, 4)
 	n := s.popLive(recs, ^uint64(0))
 	for _, rec := range recs[:n] {
-		got = append(got, dump.RecType(rec.Raw))
+		got = append(got, perfdata.RecordView(rec.Raw).Type())
 	}
-	if want := []uint32{perfdata.RecordFork, perfdata.RecordMmap2}; !slices.Equal(got, want) {
+	if want := []perfdata.RecordType{perfdata.RecordFork, perfdata.RecordMmap2}; !slices.Equal(got, want) {
 		t.Errorf("records %v, want %v (FORK, then the child's MMAP2)", got, want)
 	}
 	if s.stats.Filtered != 1 || s.stats.Live != 2 {

@@ -1,7 +1,6 @@
 package dump
 
 import (
-	"encoding/binary"
 	"slices"
 	"time"
 
@@ -74,12 +73,12 @@ const MiscNoGate = 1 << 15
 
 // AddTask takes a FORK, NAMESPACES or COMM record of the thread pass.
 func (d *Assembler) AddTask(rec []byte) error {
-	tgid := RecPid(rec)
-	if misc := binary.NativeEndian.Uint16(rec[4:]); misc&MiscNoGate != 0 {
-		binary.NativeEndian.PutUint16(rec[4:], misc&^MiscNoGate)
+	tgid := perfdata.RecordView(rec).Pid()
+	if r := perfdata.RecordView(rec); r.Misc()&MiscNoGate != 0 {
+		r.SetMisc(r.Misc() &^ MiscNoGate)
 		d.noGate[tgid] = struct{}{}
 	}
-	if !d.WantThread(RecTid(rec)) {
+	if !d.WantThread(perfdata.RecordView(rec).Tid()) {
 		return nil
 	}
 	d.groups[tgid] = append(d.groups[tgid], span{len(d.arena), len(rec)})
@@ -119,7 +118,7 @@ func (d *Assembler) TasksDone(pids []int) []int {
 // addVMA takes an MMAP2 record of the mapping pass, or the COMM record the
 // pass emits when it reaches a new process.
 func (d *Assembler) AddVMA(rec []byte) error {
-	tgid := RecPid(rec)
+	tgid := perfdata.RecordView(rec).Pid()
 	if !d.inProc || tgid != d.cur {
 		if err := d.endProc(); err != nil {
 			return err
@@ -132,14 +131,14 @@ func (d *Assembler) AddVMA(rec []byte) error {
 			if err := d.writeGroup(tgid); err != nil {
 				return err
 			}
-		} else if RecType(rec) == perfdata.RecordComm {
+		} else if perfdata.RecordView(rec).Type() == perfdata.RecordComm {
 			// Born after the thread pass: this COMM names it.
 			d.Stats.Threads++
 			d.Stats.Processes++
 			return d.write(rec)
 		}
 	}
-	if RecType(rec) != perfdata.RecordMmap2 {
+	if perfdata.RecordView(rec).Type() != perfdata.RecordMmap2 {
 		return nil
 	}
 	d.Stats.Mappings++
@@ -156,12 +155,11 @@ func (d *Assembler) AddVMA(rec []byte) error {
 
 // countFile counts file-backed mappings and those with a build ID.
 func (d *Assembler) countFile(rec []byte) {
-	misc := binary.NativeEndian.Uint16(rec[4:])
-	switch {
-	case misc&perfdata.MiscMmapBuildID != 0:
+	m := perfdata.Mmap2View(rec)
+	if m.HasBuildID() {
 		d.Stats.FileMappings++
 		d.Stats.BuildIDMappings++
-	case binary.NativeEndian.Uint64(rec[Mmap2InoOff:]) != 0:
+	} else if _, _, ino, _ := m.Inode(); ino != 0 {
 		d.Stats.FileMappings++
 	}
 }
@@ -186,7 +184,7 @@ func (d *Assembler) writeGroup(tgid uint32) error {
 	d.Stats.Processes++
 	for _, s := range d.groups[tgid] {
 		rec := d.arena[s.off : s.off+s.n]
-		if RecType(rec) == perfdata.RecordComm {
+		if perfdata.RecordView(rec).Type() == perfdata.RecordComm {
 			d.Stats.Threads++
 		}
 		if err := d.write(rec); err != nil {
@@ -242,8 +240,8 @@ func (d *Assembler) FinishStats() Stats {
 // Synthesized records carry time 0, perf's convention for initial state.
 func (d *Assembler) write(rec []byte) error {
 	d.buf = append(d.buf[:0], rec...)
-	d.buf = perfdata.AppendSampleID(d.buf, d.sampleType, d.sampleID(RecPid(rec), RecTid(rec)))
-	binary.NativeEndian.PutUint16(d.buf[6:], uint16(len(d.buf)))
+	d.buf = perfdata.AppendSampleID(d.buf, d.sampleType, d.sampleID(perfdata.RecordView(rec).Pid(), perfdata.RecordView(rec).Tid()))
+	perfdata.RecordView(d.buf).SetSize(len(d.buf))
 	d.Stats.Records++
 	return d.emit(d.buf)
 }
@@ -258,7 +256,7 @@ func (d *Assembler) sampleID(pid, tid uint32) *perfdata.SampleID {
 func (d *Assembler) AppendTrailer(b, rec []byte) []byte {
 	off := len(b)
 	b = append(b, rec...)
-	b = perfdata.AppendSampleID(b, d.sampleType, d.sampleID(RecPid(rec), RecTid(rec)))
-	binary.NativeEndian.PutUint16(b[off+6:], uint16(len(b)-off))
+	b = perfdata.AppendSampleID(b, d.sampleType, d.sampleID(perfdata.RecordView(rec).Pid(), perfdata.RecordView(rec).Tid()))
+	perfdata.RecordView(b[off:]).SetSize(len(b) - off)
 	return b
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -63,15 +62,15 @@ func (r *round) reset() {
 // addOut takes one record of a BPF output ring, header included: the
 // programs' samples, or the kernel's count of those it could not write.
 func (r *round) addOut(cpu int, rec []byte) error {
-	switch dump.RecType(rec) {
+	switch perfdata.RecordView(rec).Type() {
 	case perfdata.RecordSample:
 		if len(rec) < sampleRawOffset+4 {
 			return fmt.Errorf("cpu %d: short sample (%d bytes)", cpu, len(rec))
 		}
 		return r.addBPF(cpu, rec)
 	case perfdata.RecordLost:
-		if len(rec) >= 24 {
-			r.lost += binary.NativeEndian.Uint64(rec[16:])
+		if l := perfdata.LostView(rec); l.Fits() {
+			r.lost += l.Lost()
 		}
 	}
 	return nil
@@ -115,7 +114,7 @@ func (r *round) addBPF(cpu int, sample []byte) error {
 	raw = raw[:size]
 	for len(raw) >= hdrSize+recMinSize {
 		rec := raw[hdrSize:]
-		n := int(binary.NativeEndian.Uint16(rec[6:]))
+		n := perfdata.RecordView(rec).Size()
 		if n < recMinSize || n > len(rec) {
 			return fmt.Errorf("cpu %d: BPF record size %d out of range", cpu, n)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/mapread"
 	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/perfdata"
 )
 
 // cfgBuildID mirrors SYNTH_CFG_BUILDID.
@@ -202,7 +203,7 @@ func (b *BPF) startPending(rec []byte) error {
 		return fmt.Errorf("pending record: %w", err)
 	}
 	le := binary.NativeEndian
-	b.startRead(key, buildid.Mapping{Pid: int(dump.RecPid(rec)), Start: le.Uint64(rec[pendStart:]),
+	b.startRead(key, buildid.Mapping{Pid: int(perfdata.RecordView(rec).Pid()), Start: le.Uint64(rec[pendStart:]),
 		End: le.Uint64(rec[pendStart+8:])})
 	b.early[key] = struct{}{}
 	return nil

@@ -1,10 +1,8 @@
 package bpfdump
 
 import (
-	"encoding/binary"
 	"strings"
 
-	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -44,36 +42,33 @@ type MapKey = mapKey
 // carries no protection), for a consumer of another live stream to
 // apply the dedupe rule with: synth inject's, perf's.
 func KeyOf(rec []byte) (MapKey, bool) {
-	if len(rec) > mmapFilenameOff && dump.RecType(rec) == perfdata.RecordMmap {
-		le := binary.NativeEndian
-		return mapKey{pid: le.Uint32(rec[8:]), start: le.Uint64(rec[16:]), len: le.Uint64(rec[24:]),
-			pgoff: le.Uint64(rec[32:]), file: dump.CString(rec[mmapFilenameOff:])}, true
+	if perfdata.RecordView(rec).Type() == perfdata.RecordMmap {
+		m := perfdata.MmapView(rec)
+		if !m.Fits() {
+			return mapKey{}, false
+		}
+		return mapKey{pid: m.Pid(), start: m.Addr(), len: m.Len(), pgoff: m.Pgoff(), file: string(m.Filename())}, true
 	}
 	k, _, ok := keyOf(rec)
 	return k, ok
 }
 
-// mmapFilenameOff is where the name starts in a PERF_RECORD_MMAP: header
-// 8, pid/tid 8, addr/len/pgoff 24.
-const mmapFilenameOff = 40
-
 func keyOf(rec []byte) (mapKey, mapFile, bool) {
-	if len(rec) < dump.Mmap2FilenameOff+1 || dump.RecType(rec) != perfdata.RecordMmap2 {
+	if len(rec) < 8 || perfdata.RecordView(rec).Type() != perfdata.RecordMmap2 || !perfdata.Mmap2View(rec).Fits() {
 		return mapKey{}, mapFile{}, false
 	}
-	le := binary.NativeEndian
+	m := perfdata.Mmap2View(rec)
 	k := mapKey{
-		pid:   le.Uint32(rec[8:]),
-		start: le.Uint64(rec[16:]),
-		len:   le.Uint64(rec[24:]),
-		pgoff: le.Uint64(rec[32:]),
-		prot:  le.Uint32(rec[64:]),
+		pid:   m.Pid(),
+		start: m.Addr(),
+		len:   m.Len(),
+		pgoff: m.Pgoff(),
+		prot:  m.Prot(),
 		// A file unlinked after the mmap is named so by the
 		// iterator but not by the live record.
-		file: strings.TrimSuffix(dump.CString(rec[dump.Mmap2FilenameOff:]), deletedSuffix),
+		file: strings.TrimSuffix(string(m.Filename()), deletedSuffix),
 	}
-	f := mapFile{buildID: le.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0}
-	copy(f.ident[:], rec[40:64])
+	f := mapFile{buildID: m.HasBuildID(), ident: m.FileIdent()}
 	if f == (mapFile{}) {
 		// No file: the kernel reports vm_pgoff (the page number of the
 		// start), a dump reports 0, as /proc and perf do.

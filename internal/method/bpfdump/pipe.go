@@ -165,7 +165,7 @@ func (b *BPF) deliver(d *dump.Assembler, r *round, add func([]byte) error) error
 	r.lost = 0
 	for _, rec := range r.sorted() {
 		raw := r.bytes(rec)
-		switch dump.RecType(raw) {
+		switch perfdata.RecordView(raw).Type() {
 		case perfdata.RecordMmap2:
 			b.prev = append(b.prev[:0], raw...)
 		case recordMmap2Next:

@@ -125,7 +125,7 @@ func (h *walkHold) bytes(l holdLoc) []byte { return h.blocks[l.blk][l.off : l.of
 
 // add takes a record of dump_tasks, in emission order.
 func (h *walkHold) add(rec []byte) error {
-	switch dump.RecType(rec) {
+	switch perfdata.RecordView(rec).Type() {
 	case perfdata.RecordComm, perfdata.RecordFork, perfdata.RecordNamespaces:
 		return h.d.AddTask(rec)
 	case perfdata.RecordMmap2:
@@ -147,7 +147,7 @@ func (h *walkHold) keep(rec []byte) {
 		h.used++
 	}
 	b := &h.blocks[h.used-1]
-	if pid := dump.RecPid(rec); pid != h.curPid || h.cur == nil {
+	if pid := perfdata.RecordView(rec).Pid(); pid != h.curPid || h.cur == nil {
 		h.putCur()
 		h.curPid, h.cur = pid, h.procs[pid]
 	}
@@ -183,7 +183,7 @@ func (h *walkHold) end(rec []byte) error {
 	if len(rec) < walkSize {
 		return fmt.Errorf("walk record of %d bytes", len(rec))
 	}
-	pid := dump.RecPid(rec)
+	pid := perfdata.RecordView(rec).Pid()
 	status := binary.NativeEndian.Uint32(rec[walkStatus:])
 	if pid == h.dropWalk && pid != 0 && status == walkDone {
 		return nil // as if its batch was lost after the chunks before
@@ -269,7 +269,7 @@ func (h *walkHold) unclosed() {
 // not hold. It keeps the MMAP2 records; the COMM records repeat what the
 // task pass wrote.
 func (h *walkHold) addIter(rec []byte) error {
-	switch dump.RecType(rec) {
+	switch perfdata.RecordView(rec).Type() {
 	case perfdata.RecordMmap2:
 		h.keep(rec)
 	case recordPending:
@@ -285,21 +285,15 @@ func (h *walkHold) setBuildIDs(ids map[fileIdent][]byte) {
 	if len(ids) == 0 {
 		return
 	}
-	le := binary.NativeEndian
 	for _, locs := range h.procs {
 		for _, l := range locs {
-			rec := h.bytes(l)
-			if le.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0 {
+			m := perfdata.Mmap2View(h.bytes(l))
+			if m.HasBuildID() {
 				continue
 			}
-			id, ok := ids[identOf(rec)]
-			if !ok {
-				continue
+			if id, ok := ids[identOf(m)]; ok {
+				m.SetBuildID(id)
 			}
-			le.PutUint16(rec[4:], le.Uint16(rec[4:])|perfdata.MiscMmapBuildID)
-			clear(rec[dump.Mmap2BuildIDSizeOff : dump.Mmap2FilenameOff-8])
-			rec[dump.Mmap2BuildIDSizeOff] = byte(len(id))
-			copy(rec[dump.Mmap2BuildIDOff:], id)
 		}
 	}
 }
@@ -326,18 +320,16 @@ func (h *walkHold) mappingsOf(ident fileIdent) []buildid.Mapping {
 	if h.others == nil {
 		h.putCur()
 		h.others = make(map[fileIdent][]buildid.Mapping)
-		le := binary.NativeEndian
 		for pid, locs := range h.procs {
 			for _, l := range locs {
-				rec := h.bytes(l)
-				if le.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0 || le.Uint64(rec[48:]) == 0 {
+				m := perfdata.Mmap2View(h.bytes(l))
+				id := identOf(m)
+				if m.HasBuildID() || id.ino == 0 {
 					continue
 				}
-				id := identOf(rec)
 				ms := h.others[id]
 				if len(ms) < maxOthers && (len(ms) == 0 || ms[len(ms)-1].Pid != int(pid)) {
-					start := le.Uint64(rec[mmap2AddrOff:])
-					h.others[id] = append(ms, buildid.Mapping{Pid: int(pid), Start: start, End: start + le.Uint64(rec[mmap2AddrOff+8:])})
+					h.others[id] = append(ms, buildid.Mapping{Pid: int(pid), Start: m.Addr(), End: m.Addr() + m.Len()})
 				}
 			}
 		}
@@ -373,10 +365,11 @@ type fileIdent struct {
 	ino, gen uint64
 }
 
-func identOf(rec []byte) fileIdent {
-	le := binary.NativeEndian
-	return fileIdent{maj: le.Uint32(rec[40:]), min: le.Uint32(rec[44:]),
-		ino: le.Uint64(rec[48:]), gen: le.Uint64(rec[56:])}
+// identOf is the file of an MMAP2 record of the maj/min/ino form.
+func identOf(m perfdata.Mmap2View) fileIdent {
+	var id fileIdent
+	id.maj, id.min, id.ino, id.gen = m.Inode()
+	return id
 }
 
 func identOfKey(k *synthbpf.SynthSynthFileKey) fileIdent {
@@ -514,30 +507,25 @@ var (
 	nextSize = int(unsafe.Sizeof(mmap2Next{}) - nextHdr)
 )
 
-// Offsets in a PERF_RECORD_MMAP2: pid/tid, addr/len/pgoff, prot/flags.
-const (
-	mmap2PidOff  = 8
-	mmap2AddrOff = 16
-	mmap2ProtOff = 64
-)
-
 // expandNext rebuilds the whole MMAP2 record that a short record stands
 // for, from prev, the MMAP2 record before it in the stream (same process
-// and file), into buf.
+// and file), into buf. next is a struct synth_mmap2_next of
+// bpf/synth.h, in the kernel's byte order, as the programs wrote it.
 func expandNext(buf, prev, next []byte) ([]byte, error) {
-	le := binary.NativeEndian
+	ne := binary.NativeEndian
 	if len(next) < nextSize {
 		return nil, fmt.Errorf("short MMAP2 record of %d bytes", len(next))
 	}
-	if len(prev) == 0 || le.Uint32(prev[mmap2PidOff:]) != le.Uint32(next[nextPid:]) {
-		return nil, fmt.Errorf("short MMAP2 record of pid %d follows no MMAP2 record of its process",
-			le.Uint32(next[nextPid:]))
+	pid := ne.Uint32(next[nextPid:])
+	if len(prev) == 0 || perfdata.Mmap2View(prev).Pid() != pid {
+		return nil, fmt.Errorf("short MMAP2 record of pid %d follows no MMAP2 record of its process", pid)
 	}
 	buf = append(buf[:0], prev...)
-	le.PutUint16(buf[4:], le.Uint16(next[4:]))                        // misc
-	copy(buf[mmap2PidOff:], next[nextPid:nextPid+8])                  // pid, tid
-	copy(buf[mmap2AddrOff:], next[nextAddr:nextAddr+24])              // addr, len, pgoff
-	copy(buf[mmap2ProtOff:mmap2ProtOff+8], next[nextProt:nextProt+8]) // prot, flags
+	m := perfdata.Mmap2View(buf)
+	perfdata.RecordView(buf).SetMisc(perfdata.RecordView(next).Misc())
+	m.SetTask(pid, ne.Uint32(next[nextPid+4:]))
+	m.SetRange(ne.Uint64(next[nextAddr:]), ne.Uint64(next[nextAddr+8:]), ne.Uint64(next[nextAddr+16:]))
+	m.SetProt(ne.Uint32(next[nextProt:]), ne.Uint32(next[nextProt+4:]))
 	return buf, nil
 }
 

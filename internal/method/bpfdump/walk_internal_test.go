@@ -108,9 +108,9 @@ func TestBuildIDFromAnotherMapping(t *testing.T) {
 	ids := func() (n int) {
 		t.Helper()
 		_, err := b.Dump(context.Background(), func(rec []byte) error {
-			if dump.RecType(rec) == perfdata.RecordMmap2 && bytes.Contains(rec, []byte(path)) &&
+			if perfdata.RecordView(rec).Type() == perfdata.RecordMmap2 && bytes.Contains(rec, []byte(path)) &&
 				binary.NativeEndian.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0 &&
-				bytes.Equal(rec[dump.Mmap2BuildIDOff:dump.Mmap2BuildIDOff+len(elfnote.GoodID)], elfnote.GoodID) {
+				bytes.Equal(perfdata.Mmap2View(rec).BuildID(), elfnote.GoodID) {
 				n++
 			}
 			return nil

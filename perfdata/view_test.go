@@ -1,0 +1,60 @@
+package perfdata
+
+import (
+	"bytes"
+	"testing"
+)
+
+// TestViews checks every view against the checked decoders, on records
+// the encoders wrote, and that SetBuildID gives the record ParseMmap2
+// reads as the build-ID form.
+func TestViews(t *testing.T) {
+	const st = SampleTID | SampleTime
+	sid := &SampleID{Pid: 7, Tid: 8, Time: 9}
+	m := Mmap2{Misc: MiscUser, Pid: 7, Tid: 8, Addr: 0x400000, Len: 0x3000, Pgoff: 0x1000,
+		Maj: 8, Min: 1, Ino: 12, InoGeneration: 3, Prot: 5, Flags: 2, Filename: "/usr/bin/true"}
+	rec := m.Append(nil, st, sid)
+	v := Mmap2View(rec)
+	maj, mn, ino, gen := v.Inode()
+	if v.Pid() != 7 || v.Tid() != 8 || v.Addr() != m.Addr || v.Len() != m.Len || v.Pgoff() != m.Pgoff ||
+		v.Prot() != 5 || v.Flags() != 2 || maj != 8 || mn != 1 || ino != 12 || gen != 3 ||
+		string(v.Filename()) != m.Filename || v.HasBuildID() || v.BuildID() != nil {
+		t.Errorf("view of %+v reads pid %d tid %d %x+%x@%x prot %d flags %d %d:%d %d/%d %q",
+			m, v.Pid(), v.Tid(), v.Addr(), v.Len(), v.Pgoff(), v.Prot(), v.Flags(), maj, mn, ino, gen, v.Filename())
+	}
+	r := RecordView(rec)
+	if r.Type() != RecordMmap2 || r.Size() != len(rec) || r.Misc() != MiscUser || r.Pid() != 7 || r.Tid() != 8 {
+		t.Errorf("record view: type %v size %d misc %d pid %d tid %d", r.Type(), r.Size(), r.Misc(), r.Pid(), r.Tid())
+	}
+	id := bytes.Repeat([]byte{0xab}, BuildIDMax)
+	v.SetBuildID(id)
+	got, gotSID, err := ParseMmap2(rec, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.BuildID, id) || got.Maj != 0 || got.Ino != 0 || got.Filename != m.Filename ||
+		got.Prot != 5 || got.Misc != MiscUser|MiscMmapBuildID || gotSID != *sid {
+		t.Errorf("after SetBuildID: %+v %+v", got, gotSID)
+	}
+	if !bytes.Equal(v.BuildID(), id) {
+		t.Errorf("view's build ID %x, want %x", v.BuildID(), id)
+	}
+	short := []byte{1, 2, 3}
+	v.SetBuildID(short)
+	if got, _, _ := ParseMmap2(rec, st); !bytes.Equal(got.BuildID, short) || !bytes.Equal(v.BuildID(), short) {
+		t.Errorf("a shorter build ID reads %x and %x", got.BuildID, v.BuildID())
+	}
+
+	f := (&Fork{Pid: 10, Ppid: 1, Tid: 11, Ptid: 1}).Append(nil, st, sid)
+	if fv := RecordView(f); fv.Pid() != 10 || fv.Tid() != 11 || fv.Ppid() != 1 {
+		t.Errorf("fork view: pid %d tid %d ppid %d", fv.Pid(), fv.Tid(), fv.Ppid())
+	}
+	c := (&Comm{Pid: 10, Tid: 11, Comm: "worker"}).Append(nil, st, sid)
+	if string(CommView(c).Comm()) != "worker" || RecordView(c).Tid() != 11 {
+		t.Errorf("comm view: %q tid %d", CommView(c).Comm(), RecordView(c).Tid())
+	}
+	k := (&Mmap{Misc: MiscKernel, Pid: ^uint32(0), Addr: 1, Len: 2, Filename: "[kernel.kallsyms]_text"}).Append(nil, st, sid)
+	if string(MmapView(k).Filename()) != "[kernel.kallsyms]_text" {
+		t.Errorf("mmap view: %q", MmapView(k).Filename())
+	}
+}
