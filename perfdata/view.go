@@ -1,5 +1,7 @@
 package perfdata
 
+import "bytes"
+
 // Views read and patch records in place, without decoding or
 // allocating: for the paths that look at a field or two of every record
 // (the dedupe, a dump's held records, the process table). The offsets
@@ -223,10 +225,8 @@ func (c CommView) Comm() []byte { return cStringBytes(c[commComm:]) }
 // cStringBytes returns the NUL-terminated string at the start of b, all
 // of b without a NUL.
 func cStringBytes(b []byte) []byte {
-	for i, c := range b {
-		if c == 0 {
-			return b[:i]
-		}
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return b[:i]
 	}
 	return b
 }

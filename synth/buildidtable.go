@@ -55,11 +55,14 @@ func (t *buildIDTable) add(rec []byte) {
 		return
 	}
 	m := perfdata.Mmap2View(rec)
-	name := m.Filename()
-	if !t.vdso && string(name) == vdsoName {
-		t.vdso = true
+	if !t.vdso && string(m.Filename()) == vdsoName {
+		t.vdso = true // until then only: the vDSO has no build ID
 	}
-	if !m.HasBuildID() || bytes.Equal(name, t.last) {
+	if !m.HasBuildID() {
+		return
+	}
+	name := m.Filename()
+	if bytes.Equal(name, t.last) {
 		return
 	}
 	if t.ids == nil {
