@@ -4,7 +4,6 @@ go 1.26.8
 
 require (
 	github.com/cilium/ebpf v0.22.0
-	github.com/elastic/go-perf v0.0.0-20260224073651-af0ee0c731b7
 	golang.org/x/sys v0.49.0
 )
 

@@ -7,6 +7,16 @@ import "encoding/binary"
 // hosts (x86-64), and the reader rejects big-endian files.
 var le = binary.LittleEndian
 
+// Event types and the software events synth opens and writes
+// (enum perf_type_id, enum perf_sw_ids, include/uapi/linux/perf_event.h).
+const (
+	TypeSoftware = 1 // PERF_TYPE_SOFTWARE
+
+	CountSWCPUClock  = 0  // PERF_COUNT_SW_CPU_CLOCK: cpu-clock
+	CountSWDummy     = 9  // PERF_COUNT_SW_DUMMY: the side-band's dummy event
+	CountSWBPFOutput = 10 // PERF_COUNT_SW_BPF_OUTPUT: the rings of BPF programs
+)
+
 // AttrSize is the size of the attrs written: PERF_ATTR_SIZE_VER7. perf
 // 6.1 refuses attrs larger than the struct it was built with.
 const AttrSize = 128

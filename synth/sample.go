@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 
-	perf "github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/method/bpfdump"
@@ -43,11 +42,9 @@ func newSampleScope(o *SampleOptions) (sampleScope, error) {
 	return sampleScope{bpfdump.SampleScope{Cgroup: f}}, nil
 }
 
-// samplerAttr describes, for perf.data, the sampling event that
-// samplerPerfAttr opens: a cpu-clock event at o.Freq on one CPU, for the
-// tasks o says. The two must agree bit for bit; synth record's tests decode
-// the samples with perf under this description (and fail when a bit
-// differs).
+// samplerAttr is the sampling event: a cpu-clock event at o.Freq on one
+// CPU, for the tasks o says. It is opened as it is written into
+// perf.data, so the samples decode under it.
 func samplerAttr(o *SampleOptions) perfdata.Attr {
 	freq := o.Freq
 	if freq == 0 {
@@ -67,31 +64,12 @@ func samplerAttr(o *SampleOptions) perfdata.Attr {
 		flags |= perfdata.AttrEnableOnExec
 	}
 	return perfdata.Attr{
-		Type:         unix.PERF_TYPE_SOFTWARE,
+		Type:         perfdata.TypeSoftware,
 		Size:         perfdata.AttrSize,
-		Config:       unix.PERF_COUNT_SW_CPU_CLOCK,
+		Config:       perfdata.CountSWCPUClock,
 		SamplePeriod: freq,
 		SampleType:   st,
 		Flags:        flags,
 		ClockID:      unix.CLOCK_MONOTONIC,
 	}
-}
-
-// samplerPerfAttr is the sampling event as go-perf opens it.
-func samplerPerfAttr(o *SampleOptions) *perf.Attr {
-	a := &perf.Attr{
-		Type:   perf.SoftwareEvent,
-		Config: uint64(perf.CPUClock),
-		SampleFormat: perf.SampleFormat{Identifier: true, IP: true, Tid: true, Time: true,
-			CPU: true, Period: true, Callchain: o.Callchain},
-		Options: perf.Options{Disabled: true, SampleIDAll: true, UseClockID: true, ExcludeGuest: true,
-			Inherit: o.Inherit, EnableOnExec: o.OnExec},
-		ClockID: unix.CLOCK_MONOTONIC,
-	}
-	freq := o.Freq
-	if freq == 0 {
-		freq = DefaultSampleFreq
-	}
-	a.SetSampleFreq(freq)
-	return a
 }

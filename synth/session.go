@@ -188,8 +188,8 @@ func NewSession(opts SessionOptions) (*Session, error) {
 	rc := bpfdump.RingConfig{Pages: opts.RingPages, Sideband: true, Records: opts.recordFlags(), BuildID: !opts.NoBuildID,
 		SampleType: bpfdump.SidebandSampleType}
 	if opts.Sample != nil {
-		rc.Sampler = samplerPerfAttr(opts.Sample)
-		rc.SampleType = samplerAttr(opts.Sample).SampleType
+		sampler := samplerAttr(opts.Sample)
+		rc.Sampler, rc.SampleType = &sampler, sampler.SampleType
 		scope, err := newSampleScope(opts.Sample)
 		if err != nil {
 			return nil, err

@@ -170,9 +170,9 @@ func (o *Options) Attr() perfdata.Attr {
 		perfdata.AttrSampleIDAll | perfdata.AttrMmap2 | perfdata.AttrCommExec |
 		perfdata.AttrExcludeGuest | o.RecordFlags())
 	return perfdata.Attr{
-		Type:         1, // PERF_TYPE_SOFTWARE
+		Type:         perfdata.TypeSoftware,
 		Size:         perfdata.AttrSize,
-		Config:       9, // PERF_COUNT_SW_DUMMY
+		Config:       perfdata.CountSWDummy,
 		SamplePeriod: 1,
 		SampleType:   o.SampleTypeOrDefault(),
 		Flags:        flags,

@@ -23,8 +23,20 @@ type Event struct {
 
 // Open opens the event a describes, as perf.data describes it, for every
 // thread on one CPU (pid -1), or for one thread on every CPU (cpu -1).
-// A missing privilege is an error that matches os.ErrPermission.
+// A missing privilege is an error that matches os.ErrPermission; a
+// thread that has exited, unix.ESRCH.
 func Open(a *perfdata.Attr, pid, cpu int) (*Event, error) {
+	return open(a, pid, cpu, 0)
+}
+
+// OpenCgroup opens the event a describes on one CPU for the tasks of
+// the cgroup whose directory cgroup is open on (PERF_FLAG_PID_CGROUP),
+// as perf record -G opens its events.
+func OpenCgroup(a *perfdata.Attr, cgroup *os.File, cpu int) (*Event, error) {
+	return open(a, int(cgroup.Fd()), cpu, unix.PERF_FLAG_PID_CGROUP)
+}
+
+func open(a *perfdata.Attr, pid, cpu, flags int) (*Event, error) {
 	ua := unix.PerfEventAttr{
 		Type:               a.Type,
 		Size:               uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
@@ -40,7 +52,7 @@ func Open(a *perfdata.Attr, pid, cpu int) (*Event, error) {
 		Sample_stack_user:  a.SampleStackUser,
 		Branch_sample_type: a.BranchSampleType,
 	}
-	fd, err := unix.PerfEventOpen(&ua, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	fd, err := unix.PerfEventOpen(&ua, pid, cpu, -1, flags|unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("perf_event_open: %w", err)
 	}
@@ -93,6 +105,14 @@ func (ev *Event) SetOutput(to *Event) error {
 func (ev *Event) Enable() error {
 	if err := unix.IoctlSetInt(ev.fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
 		return fmt.Errorf("enable perf event: %w", err)
+	}
+	return nil
+}
+
+// Disable stops an event.
+func (ev *Event) Disable() error {
+	if err := unix.IoctlSetInt(ev.fd, unix.PERF_EVENT_IOC_DISABLE, 0); err != nil {
+		return fmt.Errorf("disable perf event: %w", err)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/cilium/ebpf"
-	perf "github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/dump"
@@ -39,7 +38,7 @@ type RingConfig struct {
 	BuildID bool // live MMAP2 records in build-ID form
 	// Sampler, when set, is opened on every CPU, for the tasks Scope
 	// says, with its output redirected into that CPU's side-band ring.
-	Sampler *perf.Attr
+	Sampler *perfdata.Attr
 	Scope   SampleScope
 	// SampleType is the side-band events' sample_type, which sets the
 	// trailer of their records; 0: SidebandSampleType. A Session with
@@ -69,9 +68,9 @@ type SampleScope struct {
 // their rings.
 func (c *RingConfig) outAttr() perfdata.Attr {
 	return perfdata.Attr{
-		Type:         unix.PERF_TYPE_SOFTWARE,
+		Type:         perfdata.TypeSoftware,
 		Size:         perfdata.AttrSize,
-		Config:       unix.PERF_COUNT_SW_BPF_OUTPUT,
+		Config:       perfdata.CountSWBPFOutput,
 		SamplePeriod: 1,
 		SampleType:   ringSampleType,
 		Flags:        perfdata.AttrWatermark | perfdata.AttrUseClockID,
@@ -92,9 +91,9 @@ func (c *RingConfig) LiveAttr() perfdata.Attr {
 		flags |= perfdata.AttrBuildID
 	}
 	return perfdata.Attr{
-		Type:         unix.PERF_TYPE_SOFTWARE,
+		Type:         perfdata.TypeSoftware,
 		Size:         perfdata.AttrSize,
-		Config:       unix.PERF_COUNT_SW_DUMMY,
+		Config:       perfdata.CountSWDummy,
 		SamplePeriod: 1,
 		SampleType:   cmp.Or(c.SampleType, SidebandSampleType),
 		Flags:        flags,
@@ -112,7 +111,7 @@ type rings struct {
 	cpus     []int
 	out      []*perfring.Event
 	live     []*perfring.Event // nil without a side-band
-	samplers []*perf.Event
+	samplers []*perfring.Event
 	size     int // data bytes per ring
 }
 
@@ -164,11 +163,11 @@ func (r *rings) openCPU(cpu int, c *RingConfig, arr *ebpf.Map) error {
 func (r *rings) openSamplers(c *RingConfig, cpu int, live *perfring.Event) error {
 	switch sc := c.Scope; {
 	case sc.Cgroup != nil:
-		return r.openSampler(c.Sampler, int(sc.Cgroup.Fd()), cpu, unix.PERF_FLAG_PID_CGROUP, live)
+		return r.openSampler(c.Sampler, -1, sc.Cgroup, cpu, live)
 	case sc.Tasks != nil:
 		opened := len(r.samplers)
 		for _, tid := range sc.Tasks {
-			err := r.openSampler(c.Sampler, tid, cpu, 0, live)
+			err := r.openSampler(c.Sampler, tid, nil, cpu, live)
 			if errors.Is(err, unix.ESRCH) {
 				continue // exited since it was listed
 			}
@@ -181,42 +180,41 @@ func (r *rings) openSamplers(c *RingConfig, cpu int, live *perfring.Event) error
 		}
 		return nil
 	}
-	return r.openSampler(c.Sampler, -1, cpu, 0, live)
+	return r.openSampler(c.Sampler, -1, nil, cpu, live)
 }
 
 // ErrNoTask says that every task a sampler was to be opened for has
 // exited.
 var ErrNoTask = errors.New("every target task has exited")
 
-// openSampler opens the sampling event on one CPU for task pid (-1: all;
-// with unix.PERF_FLAG_PID_CGROUP, pid is a cgroup's descriptor) with go-perf, and sends
-// its samples into the side-band ring live of that CPU. go-perf's
-// SetOutput redirects only into an event it opened itself, and the
-// side-band events need bits go-perf's Options lack (mmap2, build_id): the
-// redirection is an ioctl on the descriptors.
-func (r *rings) openSampler(a *perf.Attr, pid, cpu, flags int, live *perfring.Event) error {
-	s, err := perf.OpenWithFlags(a, pid, cpu, nil, flags)
+// openSampler opens the sampling event a on one CPU, for the tasks of
+// cgroup if set, else for task pid (-1: every task), and sends its
+// samples into that CPU's side-band ring live.
+func (r *rings) openSampler(a *perfdata.Attr, pid int, cgroup *os.File, cpu int, live *perfring.Event) error {
+	var s *perfring.Event
+	var err error
+	if cgroup != nil {
+		s, err = perfring.OpenCgroup(a, cgroup, cpu)
+	} else {
+		s, err = perfring.Open(a, pid, cpu)
+	}
 	if errors.Is(err, os.ErrPermission) {
 		return &PermissionError{Op: "perf_event_open", Err: err}
 	}
 	if err != nil {
-		return fmt.Errorf("open sampling event on cpu %d for %s: %w", cpu, samplerTarget(pid, flags), err)
+		return fmt.Errorf("open sampling event on cpu %d for %s: %w", cpu, samplerTarget(pid, cgroup), err)
 	}
-	fd, err := s.FD()
-	if err == nil {
-		err = unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, live.FD())
-	}
-	if err != nil {
+	if err := s.SetOutput(live); err != nil {
 		s.Close()
-		return fmt.Errorf("redirect sampling event on cpu %d: %w", cpu, err)
+		return fmt.Errorf("cpu %d: %w", cpu, err)
 	}
 	r.samplers = append(r.samplers, s)
 	return nil
 }
 
-func samplerTarget(pid, flags int) string {
+func samplerTarget(pid int, cgroup *os.File) string {
 	switch {
-	case flags&unix.PERF_FLAG_PID_CGROUP != 0:
+	case cgroup != nil:
 		return "its cgroup"
 	case pid == -1:
 		return "every task"
@@ -254,8 +252,7 @@ func (r *rings) ids() (live, samplers []uint64) {
 		live = append(live, ev.ID())
 	}
 	for _, ev := range r.samplers {
-		id, _ := ev.ID() // open events have one: go-perf read it at Open
-		samplers = append(samplers, id)
+		samplers = append(samplers, ev.ID())
 	}
 	return live, samplers
 }
