@@ -3,9 +3,12 @@ package bpfprog
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,14 +17,8 @@ import (
 // record treats it.
 var ErrPermission = errors.New("listing BPF programs needs CAP_SYS_ADMIN")
 
-// bpf(2) commands not in x/sys/unix (enum bpf_cmd).
-const (
-	cmdLinkGetFDByID = 30 // BPF_LINK_GET_FD_BY_ID
-	cmdLinkGetNextID = 31 // BPF_LINK_GET_NEXT_ID
-)
-
-// idAttr is the bpf_attr of the GET_NEXT_ID and GET_FD_BY_ID commands:
-// start_id (or the object's id), next_id, open_flags.
+// idAttr is the bpf_attr of the GET_FD_BY_ID commands: the object's
+// id, next_id, open_flags.
 type idAttr struct {
 	id, next, flags uint32
 }
@@ -39,22 +36,6 @@ func bpf(cmd int, attr unsafe.Pointer, size uintptr) (int, error) {
 		return -1, errno
 	}
 	return int(r), nil
-}
-
-// nextID returns the id after id of the objects cmd lists; ok is false
-// after the last.
-func nextID(cmd int, id uint32) (next uint32, ok bool, err error) {
-	a := idAttr{id: id}
-	_, err = bpf(cmd, unsafe.Pointer(&a), unsafe.Sizeof(a))
-	switch {
-	case err == nil:
-		return a.next, true, nil
-	case errors.Is(err, unix.ENOENT):
-		return 0, false, nil
-	case errors.Is(err, unix.EPERM):
-		return 0, false, ErrPermission
-	}
-	return 0, false, err
 }
 
 // fdByID opens the object id with cmd.
@@ -80,15 +61,17 @@ func objInfo(fd int, info []byte, keep []byte) (int, error) {
 // perf walks them.
 func IDs() ([]uint32, error) {
 	var ids []uint32
-	for id := uint32(0); ; {
-		next, ok, err := nextID(unix.BPF_PROG_GET_NEXT_ID, id)
-		if err != nil {
+	for id := ebpf.ProgramID(0); ; {
+		next, err := ebpf.ProgramGetNextID(id)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return ids, nil
+		case errors.Is(err, unix.EPERM):
+			return ids, fmt.Errorf("list BPF programs: %w", ErrPermission)
+		case err != nil:
 			return ids, fmt.Errorf("list BPF programs: %w", err)
 		}
-		if !ok {
-			return ids, nil
-		}
-		ids = append(ids, next)
+		ids = append(ids, uint32(next))
 		id = next
 	}
 }
@@ -123,30 +106,19 @@ func BTF(id uint32) ([]byte, error) {
 	return raw, nil
 }
 
-// linkTypeTracing is BPF_LINK_TYPE_TRACING: the link of an fentry,
-// fexit, fmod_ret, LSM or freplace program, which calls it through a
-// BPF trampoline.
-const linkTypeTracing = 2
-
-// HasTracingLinks reports whether a tracing link is attached: only then
-// can the kernel hold BPF trampolines (bpf_trampoline_* in kallsyms).
+// HasTracingLinks reports whether a tracing link is attached (an
+// fentry, fexit, fmod_ret, LSM or freplace program's): only then can the
+// kernel hold BPF trampolines (bpf_trampoline_* in kallsyms).
 func HasTracingLinks() (bool, error) {
-	for id := uint32(0); ; {
-		next, ok, err := nextID(cmdLinkGetNextID, id)
-		if err != nil || !ok {
-			return false, err
-		}
-		id = next
-		fd, err := fdByID(cmdLinkGetFDByID, id)
-		if err != nil {
-			continue // detached since
-		}
-		// struct bpf_link_info begins with u32 type, id, prog_id.
-		var info [16]byte
-		_, err = objInfo(fd, info[:], nil)
-		unix.Close(fd)
-		if err == nil && ne.Uint32(info[:]) == linkTypeTracing {
+	var it link.Iterator
+	defer it.Close()
+	for it.Next() {
+		if info, err := it.Link.Info(); err == nil && info.Type == link.TracingType {
 			return true, nil
 		}
 	}
+	if errors.Is(it.Err(), unix.EPERM) {
+		return false, ErrPermission
+	}
+	return false, it.Err()
 }

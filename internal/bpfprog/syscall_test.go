@@ -1,0 +1,68 @@
+package bpfprog
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/synth-dev/synth/internal/testenv"
+)
+
+// returnZero is the least program: return 0.
+var returnZero = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
+
+// TestIDs loads a program: IDs lists it, ascending. (Nothing is said of
+// the host's other programs, which come and go.)
+func TestIDs(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SocketFilter, Instructions: returnZero, License: "GPL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := info.ID()
+	ids, err := IDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ids, uint32(id)) || !slices.IsSorted(ids) {
+		t.Errorf("IDs() = %v: want program %d, ascending", ids, id)
+	}
+}
+
+// TestHasTracingLinks attaches an fentry program: HasTracingLinks then
+// sees a tracing link.
+func TestHasTracingLinks(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceFEntry,
+		AttachTo: "do_nanosleep", Instructions: returnZero, License: "GPL"})
+	if err != nil {
+		// The development VM's kernel refuses every fentry program
+		// (EPERM, before the verifier): a kernel that cannot attach
+		// one holds no trampolines either.
+		testenv.Option(t, false, "fentry programs ("+err.Error()+")")
+	}
+	defer prog.Close()
+	l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if has, err := HasTracingLinks(); err != nil || !has {
+		t.Errorf("HasTracingLinks() = %v, %v with a tracing link attached", has, err)
+	}
+}
