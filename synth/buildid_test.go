@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/synth-dev/synth/internal/elfnote"
+	"github.com/synth-dev/synth/internal/elfnote/elftest"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
@@ -178,7 +178,7 @@ func TestBuildIDCrafted(t *testing.T) {
 	testenv.Root(t)
 	dir := t.TempDir()
 	var maps []testproc.MapSpec
-	for name, b := range elfnote.Crafted() {
+	for name, b := range elftest.Crafted() {
 		path := filepath.Join(dir, name+".so")
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
@@ -200,8 +200,8 @@ func TestBuildIDCrafted(t *testing.T) {
 	// The crafted files with a build ID, and those of the process's own
 	// libraries (under -race the test binary is linked dynamically).
 	read := 1 + len(otherBuildIDFiles(t, p.Pid, dir))
-	for name := range elfnote.Crafted() {
-		if elfnote.CraftedID(name) != nil {
+	for name := range elftest.Crafted() {
+		if elftest.CraftedID(name) != nil {
 			read++
 		}
 	}
@@ -241,12 +241,12 @@ func checkCrafted(t *testing.T, p *testproc.Proc, dir, walk string, withID int) 
 	d, st := dumpPid(t, b, p.Pid)
 	keys := d.of(p.Pid)
 	names := []string{"offset-only"}
-	for name := range elfnote.Crafted() {
+	for name := range elftest.Crafted() {
 		names = append(names, name)
 	}
 	for _, name := range names {
 		got := byPath(keys, "/"+name+".so")
-		want := elfnote.CraftedID(strings.Replace(name, "offset-only", "note-past-page", 1))
+		want := elftest.CraftedID(strings.Replace(name, "offset-only", "note-past-page", 1))
 		fi, err := os.Stat(filepath.Join(dir, name+".so"))
 		if err != nil {
 			t.Fatal(err)

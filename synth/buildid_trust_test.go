@@ -12,14 +12,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/elfnote"
+	"github.com/synth-dev/synth/internal/elfnote/elftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
 
-// goodIDOff is where the build ID of elfnote.Crafted()["good"] lies in
+// goodIDOff is where the build ID of elftest.Crafted()["good"] lies in
 // the file: its note is at 0x100, the descriptor after the 12-byte
 // header and the 4-byte name.
 const goodIDOff = 0x100 + 12 + 4
@@ -45,7 +45,7 @@ func TestBuildIDForgery(t *testing.T) {
 	testenv.Root(t)
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libshared.so")
-	if err := os.WriteFile(lib, elfnote.Crafted()["good"], 0o644); err != nil {
+	if err := os.WriteFile(lib, elftest.Crafted()["good"], 0o644); err != nil {
 		t.Fatal(err)
 	}
 	spec := testproc.Spec{Maps: []testproc.MapSpec{{Path: lib}}}
@@ -70,9 +70,9 @@ func TestBuildIDForgery(t *testing.T) {
 		ids := idsOf(readDump(t, s), lib)
 		for _, p := range []*testproc.Proc{other, forger} {
 			got := ids[uint32(p.Pid)]
-			if len(got) != 1 || !bytes.Equal(got[0], elfnote.GoodID) {
+			if len(got) != 1 || !bytes.Equal(got[0], elftest.GoodID) {
 				t.Errorf("dump %d, pid %d (forger %v): build ids %x, want the file's %x",
-					dump, p.Pid, p == forger, got, elfnote.GoodID)
+					dump, p.Pid, p == forger, got, elftest.GoodID)
 			}
 		}
 	}
@@ -102,7 +102,7 @@ func TestBuildIDForgery(t *testing.T) {
 	if err != nil {
 		t.Fatalf("perf buildid-list: %v\n%s", err, out)
 	}
-	want := fmt.Sprintf("%x %s", elfnote.GoodID, lib)
+	want := fmt.Sprintf("%x %s", elftest.GoodID, lib)
 	if !strings.Contains(string(out), want) || strings.Contains(string(out), fmt.Sprintf("%x", forgedID)) {
 		t.Errorf("perf buildid-list does not list %q alone:\n%s", want, out)
 	}
@@ -147,14 +147,14 @@ func TestBuildIDTmpfsRewrite(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 	lib := filepath.Join(dir, "jit.so")
-	if err := os.WriteFile(lib, elfnote.Crafted()["good"], 0o755); err != nil {
+	if err := os.WriteFile(lib, elftest.Crafted()["good"], 0o755); err != nil {
 		t.Fatal(err)
 	}
 	p := testproc.StartT(t, testproc.Spec{Dir: t.TempDir(),
 		Maps: []testproc.MapSpec{{Path: lib, SharedWrite: true}}})
 	// Write the page once before the first dump: the rewrite after it
 	// then takes no page fault.
-	if err := p.Poke(0, goodIDOff, elfnote.GoodID, false); err != nil {
+	if err := p.Poke(0, goodIDOff, elftest.GoodID, false); err != nil {
 		t.Fatal(err)
 	}
 	s := openSession(t, synth.SessionOptions{Options: synth.Options{Pids: []int{p.Pid}}})
@@ -165,8 +165,8 @@ func TestBuildIDTmpfsRewrite(t *testing.T) {
 		}
 		return idsOf(readDump(t, s), lib)[uint32(p.Pid)]
 	}
-	if got := dump(); len(got) != 1 || !bytes.Equal(got[0], elfnote.GoodID) {
-		t.Fatalf("first dump: build ids %x, want %x", got, elfnote.GoodID)
+	if got := dump(); len(got) != 1 || !bytes.Equal(got[0], elftest.GoodID) {
+		t.Fatalf("first dump: build ids %x, want %x", got, elftest.GoodID)
 	}
 	var before, after unix.Stat_t
 	if err := unix.Stat(lib, &before); err != nil {

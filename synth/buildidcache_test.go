@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/elfnote"
+	"github.com/synth-dev/synth/internal/elfnote/elftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/synth"
 )
@@ -38,7 +38,7 @@ func TestBuildIDCacheTurnsOver(t *testing.T) {
 			binary.LittleEndian.PutUint32(id, uint32(r*perRound+i))
 			copy(id[4:], "synth-cache-test")
 			path := filepath.Join(dir, fmt.Sprintf("%d.so", i))
-			m, err := mapNew(path, elfnote.Good(id))
+			m, err := mapNew(path, elftest.Good(id))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestBuildIDsReadDuringWalk(t *testing.T) {
 		binary.LittleEndian.PutUint32(id, uint32(i))
 		copy(id[4:], "synth-early-reads")
 		path := filepath.Join(dir, fmt.Sprintf("%d.so", i))
-		m, err := mapNew(path, elfnote.Good(id))
+		m, err := mapNew(path, elftest.Good(id))
 		if err != nil {
 			t.Fatal(err)
 		}

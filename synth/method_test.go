@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synth-dev/synth/internal/elfnote"
+	"github.com/synth-dev/synth/internal/elfnote/elftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/synth"
@@ -56,7 +56,7 @@ func TestMethodsAgree(t *testing.T) {
 	testenv.Root(t)
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.so")
-	if err := os.WriteFile(good, elfnote.Crafted()["good"], 0o644); err != nil {
+	if err := os.WriteFile(good, elftest.Crafted()["good"], 0o644); err != nil {
 		t.Fatal(err)
 	}
 	spec := everything

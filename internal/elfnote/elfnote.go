@@ -3,6 +3,7 @@ package elfnote
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,11 +33,8 @@ type FormatError struct {
 
 func (e *FormatError) Error() string { return fmt.Sprintf("ELF at offset %d: %s", e.Off, e.Msg) }
 
-const (
-	ptNote       = 4
-	shtNote      = 7
-	ntGNUBuildID = 3
-)
+// ntGNUBuildID is NT_GNU_BUILD_ID, the type of the GNU build ID's note.
+const ntGNUBuildID = 3
 
 // file is an ELF file being read.
 type file struct {
@@ -81,7 +79,7 @@ func BuildID(r io.ReaderAt, size int64) ([]byte, error) {
 	}
 	// Segments first, as the loader maps them; then sections, which a
 	// file without PT_NOTE (or with a broken one) may still describe.
-	for _, t := range []table{h.phdrs(), h.shdrs()} {
+	for _, t := range []table{f.phdrs(h), f.shdrs(h)} {
 		id, err := f.search(t)
 		if id != nil || err != nil {
 			return id, err
@@ -105,73 +103,113 @@ func (f *file) readAt(b []byte, off int64) error {
 
 // elfHeader holds what the search needs of the ELF header.
 type elfHeader struct {
-	phoff, shoff                    int64
-	phentsize, phnum                int64
-	shentsize, shnum                int64
-	wantPhentsize, wantShentsize    int64
-	typeOff, offOff, sizeOff, alOff int // in a program header
+	phoff, shoff     int64
+	phentsize, phnum int64
+	shentsize, shnum int64
 }
 
+// header reads the ELF header, debug/elf's Header32 or Header64.
 func (f *file) header() (*elfHeader, error) {
-	bo := f.bo
-	if !f.is64 {
-		var b [52]byte
-		if err := f.readAt(b[:], 0); err != nil {
+	if f.is64 {
+		var h elf.Header64
+		if err := f.decode(&h, 0); err != nil {
 			return nil, err
 		}
-		return &elfHeader{
-			phoff: int64(bo.Uint32(b[28:])), shoff: int64(bo.Uint32(b[32:])),
-			phentsize: int64(bo.Uint16(b[42:])), phnum: int64(bo.Uint16(b[44:])),
-			shentsize: int64(bo.Uint16(b[46:])), shnum: int64(bo.Uint16(b[48:])),
-			wantPhentsize: 32, wantShentsize: 40,
-			typeOff: 0, offOff: 4, sizeOff: 16, alOff: 28,
-		}, nil
+		return &elfHeader{phoff: int64(h.Phoff), shoff: int64(h.Shoff),
+			phentsize: int64(h.Phentsize), phnum: int64(h.Phnum),
+			shentsize: int64(h.Shentsize), shnum: int64(h.Shnum)}, nil
 	}
-	var b [64]byte
-	if err := f.readAt(b[:], 0); err != nil {
+	var h elf.Header32
+	if err := f.decode(&h, 0); err != nil {
 		return nil, err
 	}
-	return &elfHeader{
-		phoff: int64(bo.Uint64(b[32:])), shoff: int64(bo.Uint64(b[40:])),
-		phentsize: int64(bo.Uint16(b[54:])), phnum: int64(bo.Uint16(b[56:])),
-		shentsize: int64(bo.Uint16(b[58:])), shnum: int64(bo.Uint16(b[60:])),
-		wantPhentsize: 56, wantShentsize: 64,
-		typeOff: 0, offOff: 8, sizeOff: 32, alOff: 48,
-	}, nil
+	return &elfHeader{phoff: int64(h.Phoff), shoff: int64(h.Shoff),
+		phentsize: int64(h.Phentsize), phnum: int64(h.Phnum),
+		shentsize: int64(h.Shentsize), shnum: int64(h.Shnum)}, nil
 }
 
-// table is a program or section header table, and where in an entry
-// its type, file offset, size and alignment are.
+// decode reads the fixed-size struct v at off in the file's byte order.
+func (f *file) decode(v any, off int64) error {
+	b := make([]byte, binary.Size(v))
+	if err := f.readAt(b, off); err != nil {
+		return err
+	}
+	_, err := binary.Decode(b, f.bo, v)
+	return err
+}
+
+// table is a program or section header table.
 type table struct {
 	off, entsize, n int64
-	want            uint32 // the entry type that holds notes
-	typeOff         int
-	offOff, sizeOff int
-	alOff           int
+	sections        bool
 }
 
-func (h *elfHeader) phdrs() table {
-	if h.phentsize != h.wantPhentsize {
+// entry is what the search needs of a program or section header.
+type entry struct {
+	typ              uint32
+	off, size, align int64 // a value beyond int64 is negative, which the search rejects
+}
+
+// Sizes of the headers (debug/elf's Prog32, Prog64, Section32,
+// Section64), which a table's entries must have.
+var (
+	prog32Size    = int64(binary.Size(elf.Prog32{}))
+	prog64Size    = int64(binary.Size(elf.Prog64{}))
+	section32Size = int64(binary.Size(elf.Section32{}))
+	section64Size = int64(binary.Size(elf.Section64{}))
+)
+
+func (f *file) phdrs(h *elfHeader) table {
+	want := prog32Size
+	if f.is64 {
+		want = prog64Size
+	}
+	if h.phentsize != want {
 		return table{}
 	}
-	return table{h.phoff, h.phentsize, h.phnum, ptNote, h.typeOff, h.offOff, h.sizeOff, h.alOff}
+	return table{off: h.phoff, entsize: want, n: h.phnum}
 }
 
-// shdrs gives the section headers' table: sh_type at 4, then sh_offset,
-// sh_size and sh_addralign at their class's places.
-func (h *elfHeader) shdrs() table {
-	if h.shentsize != h.wantShentsize || h.shoff == 0 {
+func (f *file) shdrs(h *elfHeader) table {
+	want := section32Size
+	if f.is64 {
+		want = section64Size
+	}
+	if h.shentsize != want || h.shoff == 0 {
 		return table{}
 	}
-	if h.wantShentsize == 64 {
-		return table{h.shoff, 64, h.shnum, shtNote, 4, 24, 32, 48}
-	}
-	return table{h.shoff, 40, h.shnum, shtNote, 4, 16, 20, 32}
+	return table{off: h.shoff, entsize: want, n: h.shnum, sections: true}
 }
 
-// search walks the notes of every entry of t that holds notes. An entry
-// that lies outside the file is skipped: a later one may be good.
+// entry decodes the header b of table t.
+func (f *file) entry(t table, b []byte) entry {
+	switch {
+	case t.sections && f.is64:
+		var s elf.Section64
+		binary.Decode(b, f.bo, &s)
+		return entry{s.Type, int64(s.Off), int64(s.Size), int64(s.Addralign)}
+	case t.sections:
+		var s elf.Section32
+		binary.Decode(b, f.bo, &s)
+		return entry{s.Type, int64(s.Off), int64(s.Size), int64(s.Addralign)}
+	case f.is64:
+		var p elf.Prog64
+		binary.Decode(b, f.bo, &p)
+		return entry{p.Type, int64(p.Off), int64(p.Filesz), int64(p.Align)}
+	}
+	var p elf.Prog32
+	binary.Decode(b, f.bo, &p)
+	return entry{p.Type, int64(p.Off), int64(p.Filesz), int64(p.Align)}
+}
+
+// search walks the notes of every entry of t that holds notes (PT_NOTE,
+// SHT_NOTE). An entry that lies outside the file is skipped: a later one
+// may be good.
 func (f *file) search(t table) ([]byte, error) {
+	want := uint32(elf.PT_NOTE)
+	if t.sections {
+		want = uint32(elf.SHT_NOTE)
+	}
 	n := min(t.n, maxHeaders)
 	if t.entsize == 0 || t.off <= 0 || t.off > f.size || n*t.entsize > f.size-t.off {
 		return nil, nil
@@ -181,15 +219,14 @@ func (f *file) search(t table) ([]byte, error) {
 		return nil, ioOnly(err)
 	}
 	for i := range n {
-		e := hdrs[i*t.entsize : (i+1)*t.entsize]
-		if f.bo.Uint32(e[t.typeOff:]) != t.want {
+		e := f.entry(t, hdrs[i*t.entsize:(i+1)*t.entsize])
+		if e.typ != want {
 			continue
 		}
-		off, size, align := f.word(e[t.offOff:]), f.word(e[t.sizeOff:]), f.word(e[t.alOff:])
-		if off < 0 || size < 0 || off > f.size || size > f.size-off || size > maxNoteBytes {
+		if e.off < 0 || e.size < 0 || e.off > f.size || e.size > f.size-e.off || e.size > maxNoteBytes {
 			continue
 		}
-		id, err := f.walk(off, size, align)
+		id, err := f.walk(e.off, e.size, e.align)
 		if id != nil || err != nil {
 			return id, err
 		}
@@ -198,15 +235,6 @@ func (f *file) search(t table) ([]byte, error) {
 		}
 	}
 	return nil, nil
-}
-
-// word reads an address-sized field; a value beyond int64 is negative,
-// which the callers reject.
-func (f *file) word(b []byte) int64 {
-	if f.is64 {
-		return int64(f.bo.Uint64(b))
-	}
-	return int64(f.bo.Uint32(b))
 }
 
 // walk reads the notes in [off, off+size), padded to align (4, or 8 in

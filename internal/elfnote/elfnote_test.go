@@ -14,6 +14,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/synth-dev/synth/internal/elfnote/elftest"
 	"github.com/synth-dev/synth/internal/testenv"
 )
 
@@ -83,13 +84,13 @@ func TestNotELF(t *testing.T) {
 // Every crafted file gives the build ID it was made with, or none; no
 // error but an I/O one ever reaches the caller.
 func TestCrafted(t *testing.T) {
-	for name, b := range Crafted() {
+	for name, b := range elftest.Crafted() {
 		id, err := BuildID(bytes.NewReader(b), int64(len(b)))
 		var fe *FormatError
 		if err != nil && !errors.As(err, &fe) {
 			t.Errorf("%s: %v, want nil or a *FormatError", name, err)
 		}
-		if want := CraftedID(name); !bytes.Equal(id, want) {
+		if want := elftest.CraftedID(name); !bytes.Equal(id, want) {
 			t.Errorf("%s: build id %x, want %x", name, id, want)
 		}
 	}
@@ -102,7 +103,7 @@ func TestCraftedReadelf(t *testing.T) {
 	readelf, err := exec.LookPath("readelf")
 	testenv.Need(t, err == nil, "readelf (binutils) is not installed")
 	dir := t.TempDir()
-	for name, b := range Crafted() {
+	for name, b := range elftest.Crafted() {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
@@ -121,7 +122,7 @@ func TestCraftedReadelf(t *testing.T) {
 		case len(shown) > 0 && !slices.ContainsFunc(shown, func(id []byte) bool { return bytes.Equal(id, got) }):
 			t.Errorf("%s: build id %x; readelf shows %x", name, got, shown)
 		}
-		if want := CraftedID(name); (want != nil) != (len(shown) > 0) {
+		if want := elftest.CraftedID(name); (want != nil) != (len(shown) > 0) {
 			t.Errorf("%s: readelf shows %x, the file was made with %x", name, shown, want)
 		}
 	}
@@ -130,7 +131,7 @@ func TestCraftedReadelf(t *testing.T) {
 var buildIDLine = regexp.MustCompile(`Build ID: ([0-9a-f]+)`)
 
 func FuzzBuildID(f *testing.F) {
-	for _, b := range Crafted() {
+	for _, b := range elftest.Crafted() {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -15,7 +15,7 @@ import (
 
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/dump"
-	"github.com/synth-dev/synth/internal/elfnote"
+	"github.com/synth-dev/synth/internal/elfnote/elftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/perfdata"
@@ -96,7 +96,7 @@ func TestWalkLimits(t *testing.T) {
 func TestBuildIDFromAnotherMapping(t *testing.T) {
 	testenv.Root(t)
 	path := filepath.Join(t.TempDir(), "good.so")
-	if err := os.WriteFile(path, elfnote.Crafted()["good"], 0o644); err != nil {
+	if err := os.WriteFile(path, elftest.Crafted()["good"], 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: path}}})
@@ -110,7 +110,7 @@ func TestBuildIDFromAnotherMapping(t *testing.T) {
 		_, err := b.Dump(context.Background(), func(rec []byte) error {
 			if perfdata.RecordView(rec).Type() == perfdata.RecordMmap2 && bytes.Contains(rec, []byte(path)) &&
 				binary.NativeEndian.Uint16(rec[4:])&perfdata.MiscMmapBuildID != 0 &&
-				bytes.Equal(perfdata.Mmap2View(rec).BuildID(), elfnote.GoodID) {
+				bytes.Equal(perfdata.Mmap2View(rec).BuildID(), elftest.GoodID) {
 				n++
 			}
 			return nil

@@ -1,8 +1,19 @@
-package elfnote
+// Package elftest crafts small ELF files with unusual build-ID notes,
+// for the tests of build-ID readers. Only tests import it, so that the
+// fixtures stay out of the synth binary.
+package elftest
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
+)
+
+// The note-holding entry types, and the GNU build ID's note type.
+const (
+	ptNote       = uint32(elf.PT_NOTE)
+	shtNote      = uint32(elf.SHT_NOTE)
+	ntGNUBuildID = 3
 )
 
 // GoodID is the build ID of the crafted files that have one.
