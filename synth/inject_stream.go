@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -109,7 +109,7 @@ func (in *initRecords) addName(rec []byte) {
 
 // mapSet is the mappings perf reported before the dump ended, by the
 // key the Session's dedupe rule compares.
-type mapSet map[bpfdump.MapKey]struct{}
+type mapSet map[dedupe.Key]struct{}
 
 func mappingsOf(recs []perfRec) mapSet {
 	s := mapSet{}
@@ -120,13 +120,13 @@ func mappingsOf(recs []perfRec) mapSet {
 }
 
 func (s mapSet) add(rec []byte) {
-	if k, ok := bpfdump.KeyOf(rec); ok {
+	if k, ok := dedupe.KeyOf(rec); ok {
 		s[k] = struct{}{}
 	}
 }
 
 func (s mapSet) has(rec []byte) bool {
-	k, ok := bpfdump.KeyOf(rec)
+	k, ok := dedupe.KeyOf(rec)
 	if !ok {
 		return false
 	}

@@ -15,6 +15,7 @@ import (
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/internal/procfs"
 )
@@ -54,7 +55,7 @@ type BPF struct {
 	lost                         uint64                                      // synth_lost already accounted for
 	// dd drops stale and duplicate synthesized records; a session feeds
 	// it the live records.
-	dd *deduper
+	dd *dedupe.Deduper
 	// ident is the sample_id_all identifier of synthesized records.
 	ident uint64
 	// readBuf is the bounded buffer iterator reads go through: iterBuf
@@ -93,7 +94,7 @@ func NewWithRings(opts dump.Options, rc RingConfig) (*BPF, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	b := &BPF{opts: opts, dd: newDeduper(0), ids: buildid.NewReader[synthbpf.SynthSynthFileKey](opts.BuildIDWait())}
+	b := &BPF{opts: opts, dd: dedupe.New(0), ids: buildid.NewReader[synthbpf.SynthSynthFileKey](opts.BuildIDWait())}
 	objs, err := loadObjects()
 	if err != nil {
 		return nil, err
@@ -306,11 +307,11 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ru
 	}
 	d.Stats.Steps = append(d.Stats.Steps, b.objs.takeSteps()...) // the loading, for the first dump
 	b.gen++
-	b.dd.begin(b.gen, MonotonicNow())
+	b.dd.Begin(b.gen, MonotonicNow())
 	r := &Run{b: b, d: d, dups: b.dd.Duplicates, stale: b.dd.Stale}
 	err := b.read(ctx, d)
 	// A live record after the read cannot precede a synthesized one.
-	b.dd.end()
+	b.dd.End()
 	r.done = err != nil
 	return r, err
 }

@@ -175,7 +175,7 @@ func (b *BPF) deliver(d *dump.Assembler, r *round, add func([]byte) error) error
 			}
 			raw = b.next
 		}
-		if !b.dd.keepSynth(raw, rec.gen, rec.time) {
+		if !b.dd.Keep(raw, rec.gen, rec.time) {
 			continue
 		}
 		if err := add(raw); err != nil {

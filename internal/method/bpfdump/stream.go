@@ -40,8 +40,8 @@ func (b *BPF) DrainLive() (stale int, lost uint64, err error) {
 
 // NoteLive tells the deduper of a live record of time t that a dump
 // running now must not report again.
-func (b *BPF) NoteLive(rec []byte, t uint64) { b.dd.addLive(rec, t) }
+func (b *BPF) NoteLive(rec []byte, t uint64) { b.dd.AddLive(rec, t) }
 
 // GenOf returns the generation a live record of time t belongs to: that
 // of the last dump started before it.
-func (b *BPF) GenOf(t uint64) uint64 { return b.dd.genOf(t) }
+func (b *BPF) GenOf(t uint64) uint64 { return b.dd.GenOf(t) }

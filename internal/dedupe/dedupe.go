@@ -1,4 +1,9 @@
-package bpfdump
+// Package dedupe holds the rule that reports each mapping once: a
+// synthesized MMAP2 record is dropped when a live record of the same
+// mapping came before it in time, within one dump's generation. The
+// Session applies it to the BPF method's dumps, and synth inject to
+// perf's stream.
+package dedupe
 
 import (
 	"strings"
@@ -6,11 +11,11 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// mapKey is what the dedupe rule compares: the same process, start,
-// length, page offset, protection and file name.
 // deletedSuffix is what d_path appends to the name of an unlinked file.
 const deletedSuffix = " (deleted)"
 
+// mapKey is what the dedupe rule compares: the same process, start,
+// length, page offset, protection and file name.
 type mapKey struct {
 	pid               uint32
 	start, len, pgoff uint64
@@ -33,15 +38,15 @@ func (f mapFile) sameFile(o mapFile) bool {
 	return f.buildID != o.buildID || f.ident == o.ident
 }
 
-// MapKey is what makes two records report the same mapping, as the
-// dedupe rule compares them, leaving out the file's identity: a
-// comparable value for a map.
-type MapKey = mapKey
+// Key is what makes two records report the same mapping, as the rule
+// compares them, leaving out the file's identity: a comparable value for
+// a map.
+type Key = mapKey
 
 // KeyOf returns the key of an MMAP2 record, or of an MMAP record (which
 // carries no protection), for a consumer of another live stream to
 // apply the dedupe rule with: synth inject's, perf's.
-func KeyOf(rec []byte) (MapKey, bool) {
+func KeyOf(rec []byte) (Key, bool) {
 	if perfdata.RecordView(rec).Type() == perfdata.RecordMmap {
 		m := perfdata.MmapView(rec)
 		if !m.Fits() {
@@ -82,7 +87,7 @@ type liveMap struct {
 	file mapFile
 }
 
-// deduper applies the dedupe rule in one place: within generation gen, a synthesized MMAP2
+// Deduper applies the dedupe rule in one place: within generation gen, a synthesized MMAP2
 // record S is a duplicate, and dropped, when a live record L of the same
 // pid, start, length, page offset, file and protection has
 // time(L) < time(S). Live records are never dropped; synthesized records
@@ -96,7 +101,7 @@ type liveMap struct {
 // The live stream of generation gen starts when its dump starts (begin)
 // and is forgotten when the dump ends (end): a live record after the end
 // cannot precede a synthesized one.
-type deduper struct {
+type Deduper struct {
 	gen   uint64
 	start uint64 // CLOCK_MONOTONIC time at which gen began
 	live  map[mapKey][]liveMap
@@ -107,12 +112,13 @@ type deduper struct {
 	Stale      int // synthesized records of another generation dropped
 }
 
-func newDeduper(gen uint64) *deduper {
-	return &deduper{gen: gen, live: make(map[mapKey][]liveMap)}
+// New returns a Deduper at generation gen.
+func New(gen uint64) *Deduper {
+	return &Deduper{gen: gen, live: make(map[mapKey][]liveMap)}
 }
 
-// begin starts generation gen at time start.
-func (d *deduper) begin(gen, start uint64) {
+// Begin starts generation gen at time start.
+func (d *Deduper) Begin(gen, start uint64) {
 	d.gen, d.start = gen, start
 	clear(d.live)
 	for uint64(len(d.starts)) < gen {
@@ -120,9 +126,9 @@ func (d *deduper) begin(gen, start uint64) {
 	}
 }
 
-// genOf returns the generation whose live stream a record of time t
+// GenOf returns the generation whose live stream a record of time t
 // belongs to: the last one that began at or before t, 0 for none.
-func (d *deduper) genOf(t uint64) uint64 {
+func (d *Deduper) GenOf(t uint64) uint64 {
 	g := len(d.starts)
 	for g > 0 && d.starts[g-1] > t {
 		g--
@@ -130,12 +136,12 @@ func (d *deduper) genOf(t uint64) uint64 {
 	return uint64(g)
 }
 
-// end forgets the live records of the generation.
-func (d *deduper) end() { clear(d.live) }
+// End forgets the live records of the generation.
+func (d *Deduper) End() { clear(d.live) }
 
-// addLive takes a live record of time t; only MMAP2 records of the
+// AddLive takes a live record of time t; only MMAP2 records of the
 // current generation's stream matter.
-func (d *deduper) addLive(rec []byte, t uint64) {
+func (d *Deduper) AddLive(rec []byte, t uint64) {
 	if t < d.start {
 		return
 	}
@@ -146,10 +152,10 @@ func (d *deduper) addLive(rec []byte, t uint64) {
 	d.live[k] = append(d.live[k], liveMap{time: t, file: f})
 }
 
-// keepSynth reports whether a synthesized record of generation gen, read
+// Keep reports whether a synthesized record of generation gen, read
 // at time t, is to be written. All live records that precede it in time
 // must have been added first.
-func (d *deduper) keepSynth(rec []byte, gen, t uint64) bool {
+func (d *Deduper) Keep(rec []byte, gen, t uint64) bool {
 	if gen != d.gen {
 		d.Stale++
 		return false

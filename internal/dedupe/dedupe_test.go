@@ -1,4 +1,4 @@
-package bpfdump
+package dedupe
 
 import (
 	"testing"
@@ -43,11 +43,11 @@ func TestDedupeRule(t *testing.T) {
 		{"file at another offset", mmap2(10, 0x1000, 0x2000, 0x5000, 5, "/lib/a.so", 7), 100, base, 1, 200, true},
 		{"stale generation", nil, 0, base, 0, 200, false},
 	} {
-		d := newDeduper(1)
+		d := New(1)
 		if tc.live != nil {
-			d.addLive(tc.live, tc.lt)
+			d.AddLive(tc.live, tc.lt)
 		}
-		if got := d.keepSynth(tc.synth, tc.gen, tc.st); got != tc.keep {
+		if got := d.Keep(tc.synth, tc.gen, tc.st); got != tc.keep {
 			t.Errorf("%s: keep=%v, want %v", tc.name, got, tc.keep)
 		}
 		wantDup, wantStale := 0, 0
@@ -68,18 +68,18 @@ func TestDedupeRule(t *testing.T) {
 // first report.
 func TestDedupeEarliestLive(t *testing.T) {
 	rec := mmap2(10, 0x1000, 0x1000, 0, 5, "/x", 1)
-	d := newDeduper(3)
-	d.addLive(rec, 500)
-	d.addLive(rec, 100)
-	if d.keepSynth(rec, 3, 300) {
+	d := New(3)
+	d.AddLive(rec, 500)
+	d.AddLive(rec, 100)
+	if d.Keep(rec, 3, 300) {
 		t.Error("kept a record read after a live report of it")
 	}
 	// The kernel read a build ID the dump did not know: the build-ID
 	// form and the maj/min/ino form of one name and region are one file.
 	m := perfdata.Mmap2{Misc: perfdata.MiscUser | perfdata.MiscMmapBuildID, Pid: 10, Addr: 0x1000, Len: 0x1000, Prot: 5, Filename: "/x", BuildID: []byte{1, 2}}
-	d = newDeduper(3)
-	d.addLive(m.Append(nil, 0, nil), 200)
-	if d.keepSynth(rec, 3, 300) || d.Duplicates != 1 {
+	d = New(3)
+	d.AddLive(m.Append(nil, 0, nil), 200)
+	if d.Keep(rec, 3, 300) || d.Duplicates != 1 {
 		t.Errorf("kept a maj/min/ino record after a build-ID live record of it (duplicates %d)", d.Duplicates)
 	}
 }
@@ -87,22 +87,22 @@ func TestDedupeEarliestLive(t *testing.T) {
 // A generation's live stream starts with its dump and ends with it.
 func TestDedupeGenerationWindow(t *testing.T) {
 	rec := mmap2(10, 0x1000, 0x1000, 0, 5, "/x", 1)
-	d := newDeduper(0)
-	d.begin(1, 1000)
-	d.addLive(rec, 900) // before the dump began: the previous stream's
-	if !d.keepSynth(rec, 1, 1100) {
+	d := New(0)
+	d.Begin(1, 1000)
+	d.AddLive(rec, 900) // before the dump began: the previous stream's
+	if !d.Keep(rec, 1, 1100) {
 		t.Error("a live record from before the generation began dropped a synthesized one")
 	}
-	d.addLive(rec, 1050)
-	if d.keepSynth(rec, 1, 1100) {
+	d.AddLive(rec, 1050)
+	if d.Keep(rec, 1, 1100) {
 		t.Error("kept a duplicate")
 	}
-	d.end()
-	d.begin(2, 2000)
-	if !d.keepSynth(rec, 2, 2100) {
+	d.End()
+	d.Begin(2, 2000)
+	if !d.Keep(rec, 2, 2100) {
 		t.Error("the previous generation's live records leaked into the next")
 	}
-	if d.keepSynth(rec, 1, 2100) || d.Stale != 1 {
+	if d.Keep(rec, 1, 2100) || d.Stale != 1 {
 		t.Errorf("generation 1 record kept in generation 2 (stale %d)", d.Stale)
 	}
 }
