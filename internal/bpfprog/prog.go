@@ -22,9 +22,15 @@ type Prog struct {
 	data   []byte
 }
 
-// Load reads program id. A program unloaded since it was listed gives
-// an error wrapping unix.ENOENT.
+// Load returns program id, read from the kernel the first time (see
+// cache.go). A program unloaded before it was read gives an error
+// wrapping unix.ENOENT.
 func Load(id uint32) (*Prog, error) {
+	return progs.get(id, read)
+}
+
+// read reads program id from the kernel.
+func read(id uint32) (*Prog, error) {
 	fd, err := fdByID(unix.BPF_PROG_GET_FD_BY_ID, id)
 	if err != nil {
 		return nil, fmt.Errorf("open BPF program %d: %w", id, err)

@@ -65,6 +65,7 @@ func IDs() ([]uint32, error) {
 		next, err := ebpf.ProgramGetNextID(id)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
+			forgetUnloaded(ids)
 			return ids, nil
 		case errors.Is(err, unix.EPERM):
 			return ids, fmt.Errorf("list BPF programs: %w", ErrPermission)
@@ -76,8 +77,14 @@ func IDs() ([]uint32, error) {
 	}
 }
 
-// BTF returns the raw BTF object id, as perf keeps it in HEADER_BPF_BTF.
+// BTF returns the raw BTF object id, as perf keeps it in HEADER_BPF_BTF,
+// read from the kernel the first time (see cache.go).
 func BTF(id uint32) ([]byte, error) {
+	return btfs.get(id, readBTF)
+}
+
+// readBTF reads BTF object id from the kernel.
+func readBTF(id uint32) ([]byte, error) {
 	fd, err := fdByID(unix.BPF_BTF_GET_FD_BY_ID, id)
 	if err != nil {
 		return nil, fmt.Errorf("open BTF %d: %w", id, err)

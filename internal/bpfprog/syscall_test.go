@@ -3,6 +3,7 @@ package bpfprog
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -38,6 +39,33 @@ func TestIDs(t *testing.T) {
 	}
 	if !slices.Contains(ids, uint32(id)) || !slices.IsSorted(ids) {
 		t.Errorf("IDs() = %v: want program %d, ascending", ids, id)
+	}
+	// Read once: the second Load is the first's program.
+	p1, err := Load(uint32(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2, err := Load(uint32(id)); err != nil || p2 != p1 {
+		t.Errorf("Load twice: %p then %p, %v", p1, p2, err)
+	}
+	// Unloaded, and listed no more, it is forgotten.
+	prog.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ids, err := IDs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(ids, uint32(id)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("program %d still listed 5 s after its close", id)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := Load(uint32(id)); err == nil {
+		t.Errorf("Load(%d) of a program unloaded and no more listed: no error", id)
 	}
 }
 

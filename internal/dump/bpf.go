@@ -31,7 +31,6 @@ func (d *Assembler) BPFPrograms() error {
 	if err != nil {
 		return fmt.Errorf("synthesize BPF programs: %w", err)
 	}
-	btfs := make(map[uint32][]byte)
 	var xdp bool
 	for _, id := range ids {
 		p, err := bpfprog.Load(id)
@@ -39,7 +38,7 @@ func (d *Assembler) BPFPrograms() error {
 			continue
 		}
 		xdp = xdp || p.Type() == bpfprog.ProgTypeXDP
-		if err := d.bpfProgram(p, rawBTF(p.BTFID(), btfs)); err != nil {
+		if err := d.bpfProgram(p, rawBTF(p.BTFID())); err != nil {
 			return err
 		}
 	}
@@ -76,18 +75,14 @@ func (d *Assembler) emitKernel(rec []byte) error {
 	return d.emit(rec)
 }
 
-// rawBTF returns BTF id, read once per dump; nil when the program has
-// none or it cannot be read, and its functions are then named as perf
-// names them without BTF.
-func rawBTF(id uint32, btfs map[uint32][]byte) []byte {
+// rawBTF returns BTF object id; nil when the program has none or it
+// cannot be read, and its functions are then named as perf names them
+// without BTF.
+func rawBTF(id uint32) []byte {
 	if id == 0 {
 		return nil
 	}
-	if b, ok := btfs[id]; ok {
-		return b
-	}
 	b, _ := bpfprog.BTF(id)
-	btfs[id] = b
 	return b
 }
 
