@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"slices"
 
+	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/buildid"
-	"github.com/synth-dev/synth/internal/dump"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -81,7 +81,7 @@ func (t *buildIDTable) addKernelMap(rec []byte) {
 	if err != nil {
 		return
 	}
-	if mod, ok := dump.ModuleName(m.Filename); ok {
+	if mod, ok := assemble.ModuleName(m.Filename); ok {
 		t.modules = append(t.modules, [2]string{m.Filename, mod})
 	}
 }

@@ -3,13 +3,13 @@ package synth
 import (
 	"context"
 
-	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
 )
 
 // BPF is the BPF method without the live side-band, with the test hooks
 // of the method underneath (FailWalk, InjectFault, EmitStale, Walk).
 type BPF struct {
-	*bpfdump.BPF
+	*bpfmethod.BPF
 	m *Method
 }
 
@@ -19,7 +19,7 @@ func NewBPF(opts Options) (*BPF, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
-	b, err := bpfdump.New(opts.internal())
+	b, err := bpfmethod.New(opts.internal())
 	if err != nil {
 		return nil, public(err)
 	}
@@ -40,13 +40,13 @@ func FailWalk(b *BPF, pid int) error { return b.FailWalk(pid) }
 
 // RefuseProgram makes a BPF program fail to load, as on a kernel that
 // lacks what it needs, until restore is called.
-func RefuseProgram(name string) (restore func()) { return bpfdump.RefuseProgram(name) }
+func RefuseProgram(name string) (restore func()) { return bpfmethod.RefuseProgram(name) }
 
-// Faults of the maple walk, for tests (see bpfdump.Fault).
+// Faults of the maple walk, for tests (see bpfmethod.Fault).
 const (
-	FaultLoseResume = bpfdump.FaultLoseResume
-	FaultResumeSeq  = bpfdump.FaultResumeSeq
-	FaultResumeMM   = bpfdump.FaultResumeMM
-	FaultResumePid  = bpfdump.FaultResumePid
-	FaultDropWalk   = bpfdump.FaultDropWalk
+	FaultLoseResume = bpfmethod.FaultLoseResume
+	FaultResumeSeq  = bpfmethod.FaultResumeSeq
+	FaultResumeMM   = bpfmethod.FaultResumeMM
+	FaultResumePid  = bpfmethod.FaultResumePid
+	FaultDropWalk   = bpfmethod.FaultDropWalk
 )

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -144,7 +144,7 @@ func injectDump(ctx context.Context, o Options, opts InjectOptions, st *InjectSt
 	if err != nil {
 		return nil, 0, fmt.Errorf("dump: %w", err)
 	}
-	return recs, bpfdump.MonotonicNow(), nil
+	return recs, bpfmethod.MonotonicNow(), nil
 }
 
 // checkAttrs checks that perf's records can be ordered against the dump:

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/synth"
@@ -27,7 +27,7 @@ func needMaple(t *testing.T) {
 	}
 	walk, why := b.Walk()
 	b.Close()
-	if unsafe := (*bpfdump.UnsafeIterError)(nil); errors.As(why, &unsafe) {
+	if unsafe := (*bpfmethod.UnsafeIterError)(nil); errors.As(why, &unsafe) {
 		t.Skipf("no maple walk on this kernel, rightly: %v", why)
 	}
 	testenv.Kernel(t, walk == synth.WalkMaple, "6.14", fmt.Sprint(why))

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -68,7 +68,7 @@ func (s *Session) ReadBatch(recs []Record) (int, error) {
 		}
 		if s.flush.Load() && !s.flushing {
 			// Return what the rings hold now, and no more.
-			s.flushing, s.flushAt = true, bpfdump.MonotonicNow()
+			s.flushing, s.flushAt = true, bpfmethod.MonotonicNow()
 			if err := s.drainLive(); err != nil {
 				return 0, err
 			}
@@ -158,7 +158,7 @@ func (s *Session) readDump(recs []Record) (int, error) {
 	s.stats.Stale += uint64(s.last.Stale)
 	s.stats.Lost += s.last.Lost
 	// The dump drained the rings until now.
-	s.lastPoll = bpfdump.MonotonicNow()
+	s.lastPoll = bpfmethod.MonotonicNow()
 	if s.dumpErr != nil {
 		return 0, fmt.Errorf("dump: %w", s.dumpErr)
 	}
@@ -230,7 +230,7 @@ func (s *Session) wait() error {
 // drain's time: a record is written to its ring right after its time is
 // taken, so the previous drain's start is a safe ordering watermark.
 func (s *Session) drainLive() error {
-	now := bpfdump.MonotonicNow()
+	now := bpfmethod.MonotonicNow()
 	s.live.compact()
 	// Records of the programs outside a dump are left over from a dump
 	// that was stopped: stale.

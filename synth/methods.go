@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/synth-dev/synth/internal/dump"
-	"github.com/synth-dev/synth/internal/method/bpfdump"
-	"github.com/synth-dev/synth/internal/method/procdump"
+	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
+	"github.com/synth-dev/synth/internal/method/procmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -18,7 +18,7 @@ var ErrNoProcquery = errors.New("PROCMAP_QUERY ioctl not supported by this kerne
 // methods' Stats, as a dumper.
 type converted struct {
 	m interface {
-		Dump(ctx context.Context, emit func(rec []byte) error) (dump.Stats, error)
+		Dump(ctx context.Context, emit func(rec []byte) error) (assemble.Stats, error)
 		Close() error
 	}
 	attrs []perfdata.EventAttr
@@ -39,7 +39,7 @@ func optionAttrs(opts Options) []perfdata.EventAttr {
 
 // newBPF is the BPF method without the live side-band.
 func newBPF(opts Options) (dumper, error) {
-	b, err := bpfdump.New(opts.internal())
+	b, err := bpfmethod.New(opts.internal())
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func newBPF(opts Options) (dumper, error) {
 // newProcmaps is the method that parses /proc/PID/maps, with threads
 // workers.
 func newProcmaps(opts Options, threads int) (dumper, error) {
-	m, err := procdump.NewProcmaps(opts.internal(), threads)
+	m, err := procmethod.NewProcmaps(opts.internal(), threads)
 	if err != nil {
 		return nil, err
 	}
@@ -59,8 +59,8 @@ func newProcmaps(opts Options, threads int) (dumper, error) {
 // newProcquery is the method that asks the kernel for each process's
 // mappings with the PROCMAP_QUERY ioctl, with threads workers.
 func newProcquery(opts Options, threads int) (dumper, error) {
-	m, err := procdump.NewProcquery(opts.internal(), threads)
-	if errors.Is(err, procdump.ErrNoProcquery) {
+	m, err := procmethod.NewProcquery(opts.internal(), threads)
+	if errors.Is(err, procmethod.ErrNoProcquery) {
 		return nil, ErrNoProcquery
 	}
 	if err != nil {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/synth-dev/synth/internal/dump"
-	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -70,7 +70,7 @@ type Options struct {
 
 // internal is o as the methods take it: the same fields, which the
 // conversion checks at compile time.
-func (o *Options) internal() dump.Options { return dump.Options(*o) }
+func (o *Options) internal() assemble.Options { return assemble.Options(*o) }
 
 // Check rejects options no method can honour: an unknown walk, a ring size
 // that is not a power of two of at least MinRingPages.
@@ -221,7 +221,7 @@ type Step = struct {
 
 // statsOf is st as the package's callers see it: the same fields, which
 // the conversion checks at compile time.
-func statsOf(st dump.Stats) Stats { return Stats(st) }
+func statsOf(st assemble.Stats) Stats { return Stats(st) }
 
 // PermissionError reports that the process lacks a privilege a method
 // needs: CAP_BPF and CAP_PERFMON for the BPF method, CAP_PERFMON (or a
@@ -248,7 +248,7 @@ func (e *PermissionError) Is(target error) bool { return target == os.ErrPermiss
 // public returns err with a method's permission error as a
 // *PermissionError, for the package's callers.
 func public(err error) error {
-	var pe *bpfdump.PermissionError
+	var pe *bpfmethod.PermissionError
 	if errors.As(err, &pe) {
 		return &PermissionError{Op: pe.Op, Missing: pe.Missing, Err: pe.Err}
 	}

@@ -6,9 +6,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/synth-dev/synth/internal/dump"
-	"github.com/synth-dev/synth/internal/method/bpfdump"
-	"github.com/synth-dev/synth/internal/method/procdump"
+	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
+	"github.com/synth-dev/synth/internal/method/procmethod"
 )
 
 // TestOptionConstants checks that the package's defaults and names are
@@ -19,15 +19,15 @@ func TestOptionConstants(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"DefaultSampleType", uint64(DefaultSampleType), uint64(dump.DefaultSampleType)},
-		{"DefaultRingPages", DefaultRingPages, dump.DefaultRingPages},
-		{"MinRingPages", MinRingPages, dump.MinRingPages},
-		{"DefaultBuildIDTimeout", DefaultBuildIDTimeout, dump.DefaultBuildIDTimeout},
-		{"DefaultProcMapTimeout", DefaultProcMapTimeout, dump.DefaultProcMapTimeout},
-		{"WalkAuto", WalkAuto, dump.WalkAuto},
-		{"WalkMaple", WalkMaple, dump.WalkMaple},
-		{"WalkIter", WalkIter, dump.WalkIter},
-		{"ErrNoProcquery", ErrNoProcquery.Error(), procdump.ErrNoProcquery.Error()},
+		{"DefaultSampleType", uint64(DefaultSampleType), uint64(assemble.DefaultSampleType)},
+		{"DefaultRingPages", DefaultRingPages, assemble.DefaultRingPages},
+		{"MinRingPages", MinRingPages, assemble.MinRingPages},
+		{"DefaultBuildIDTimeout", DefaultBuildIDTimeout, assemble.DefaultBuildIDTimeout},
+		{"DefaultProcMapTimeout", DefaultProcMapTimeout, assemble.DefaultProcMapTimeout},
+		{"WalkAuto", WalkAuto, assemble.WalkAuto},
+		{"WalkMaple", WalkMaple, assemble.WalkMaple},
+		{"WalkIter", WalkIter, assemble.WalkIter},
+		{"ErrNoProcquery", ErrNoProcquery.Error(), procmethod.ErrNoProcquery.Error()},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, the methods use %v", c.name, c.got, c.want)
@@ -38,7 +38,7 @@ func TestOptionConstants(t *testing.T) {
 // TestPublicPermissionError checks that a method's refusal reaches the
 // caller as a *PermissionError, wrapped or not.
 func TestPublicPermissionError(t *testing.T) {
-	inner := &bpfdump.PermissionError{Op: "load BPF", Missing: []string{"CAP_BPF"}, Err: os.ErrPermission}
+	inner := &bpfmethod.PermissionError{Op: "load BPF", Missing: []string{"CAP_BPF"}, Err: os.ErrPermission}
 	for _, err := range []error{inner, fmt.Errorf("open: %w", inner)} {
 		var pe *PermissionError
 		if got := public(err); !errors.As(got, &pe) || pe.Op != "load BPF" || len(pe.Missing) != 1 {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/internal/procfs"
 )
 
@@ -127,7 +127,7 @@ func (o *ProfileOptions) sampleOptions() (*SampleOptions, error) {
 			}
 		}
 		if so.Tasks == nil {
-			return nil, fmt.Errorf("open sampling event: %w", bpfdump.ErrNoTask)
+			return nil, fmt.Errorf("open sampling event: %w", bpfmethod.ErrNoTask)
 		}
 	}
 	return so, nil

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -99,7 +99,7 @@ func (r *profRun) open(first bool) error {
 		return err
 	}
 	r.cur = &profFile{w: w, close: closeOut, table: headerTables{bpf: bpfInfo{off: w.Pipe()}, host: host}, dumpSize: -1}
-	r.dumpAt, r.dumpEnd = bpfdump.MonotonicNow(), 0
+	r.dumpAt, r.dumpEnd = bpfmethod.MonotonicNow(), 0
 	// The dump runs to its end even when the profile is stopped early:
 	// it takes a fraction of a second and the samples need it.
 	if err := r.p.s.Dump(context.WithoutCancel(r.ctx)); err != nil {
@@ -139,7 +139,7 @@ func (r *profRun) dumped() error {
 	r.cur.dumpSize = r.cur.w.Size()
 	r.sw.dumped()
 	if r.old != nil {
-		r.dumpEnd = bpfdump.MonotonicNow()
+		r.dumpEnd = bpfmethod.MonotonicNow()
 		r.p.s.Flush()
 	}
 	if err := r.end.start(); err != nil {

@@ -8,14 +8,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
 
 // sampleScope is where the sampler of o is opened, with the cgroup
 // directory it holds open until the events are.
-type sampleScope struct{ bpfdump.SampleScope }
+type sampleScope struct{ bpfmethod.SampleScope }
 
 func (s sampleScope) Close() {
 	if s.Cgroup != nil {
@@ -28,7 +28,7 @@ func newSampleScope(o *SampleOptions) (sampleScope, error) {
 	case o.Cgroup != "" && o.Tasks != nil:
 		return sampleScope{}, errors.New("sample options: Tasks and Cgroup exclude each other")
 	case o.Cgroup == "":
-		return sampleScope{bpfdump.SampleScope{Tasks: o.Tasks}}, nil
+		return sampleScope{bpfmethod.SampleScope{Tasks: o.Tasks}}, nil
 	}
 	cg, err := procfs.FindCgroupFS()
 	if err != nil {
@@ -39,7 +39,7 @@ func newSampleScope(o *SampleOptions) (sampleScope, error) {
 	if err != nil {
 		return sampleScope{}, fmt.Errorf("cgroup %s: %w", o.Cgroup, err)
 	}
-	return sampleScope{bpfdump.SampleScope{Cgroup: f}}, nil
+	return sampleScope{bpfmethod.SampleScope{Cgroup: f}}, nil
 }
 
 // samplerAttr is the sampling event: a cpu-clock event at o.Freq on one

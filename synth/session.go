@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -143,7 +143,7 @@ type SessionStats struct {
 type Session struct {
 	mu    sync.Mutex // held by Read and Dump
 	opts  SessionOptions
-	b     *bpfdump.BPF
+	b     *bpfmethod.BPF
 	attrs []perfdata.EventAttr
 	// wake is an eventfd by which Close, Flush and SetDeadline
 	// interrupt a waiting Read; wakeMu guards its closing.
@@ -161,7 +161,7 @@ type Session struct {
 	// slice each: no copy, no goroutine switch per record.
 	dumpCtx  context.Context
 	dumpRan  bool
-	run      *bpfdump.Run
+	run      *bpfmethod.Run
 	dumpBuf  recordBuf
 	last     Stats
 	dumpErr  error
@@ -185,8 +185,8 @@ func NewSession(opts SessionOptions) (*Session, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
-	rc := bpfdump.RingConfig{Pages: opts.RingPages, Sideband: true, Records: opts.recordFlags(), BuildID: !opts.NoBuildID,
-		SampleType: bpfdump.SidebandSampleType}
+	rc := bpfmethod.RingConfig{Pages: opts.RingPages, Sideband: true, Records: opts.recordFlags(), BuildID: !opts.NoBuildID,
+		SampleType: bpfmethod.SidebandSampleType}
 	if opts.Sample != nil {
 		sampler := samplerAttr(opts.Sample)
 		rc.Sampler, rc.SampleType = &sampler, sampler.SampleType
@@ -198,7 +198,7 @@ func NewSession(opts SessionOptions) (*Session, error) {
 		rc.Scope = scope.SampleScope
 	}
 	opts.SampleType = rc.SampleType // the trailer of the synthesized records
-	b, err := bpfdump.NewWithRings(opts.internal(), rc)
+	b, err := bpfmethod.NewWithRings(opts.internal(), rc)
 	if err != nil {
 		return nil, public(err)
 	}
@@ -210,7 +210,7 @@ func NewSession(opts SessionOptions) (*Session, error) {
 	return s, nil
 }
 
-func (s *Session) init(rc bpfdump.RingConfig) error {
+func (s *Session) init(rc bpfmethod.RingConfig) error {
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("eventfd: %w", err)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synth-dev/synth/internal/method/bpfdump"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
@@ -55,7 +55,7 @@ func TestWalkFaults(t *testing.T) {
 	p := testproc.StartT(t, everything)
 	for _, tc := range []struct {
 		name  string
-		fault bpfdump.Fault
+		fault bpfmethod.Fault
 	}{
 		{"resume-lost", synth.FaultLoseResume},
 		{"sequence-moved", synth.FaultResumeSeq},

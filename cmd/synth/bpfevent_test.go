@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+
 	"github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"

@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
-	"golang.org/x/sys/unix"
 )
 
 func setpriv(t *testing.T, args ...string) *exec.Cmd {

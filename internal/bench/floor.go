@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/synth-dev/synth/internal/dump"
-	"github.com/synth-dev/synth/internal/method/bpfdump"
-	"github.com/synth-dev/synth/internal/method/procdump"
+	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
+	"github.com/synth-dev/synth/internal/method/procmethod"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -15,18 +15,18 @@ import (
 // floor-maple and floor-iter: a walk that visits every VMA the way the
 // BPF method's walk does and emits nothing, the least a dump with that
 // walk can cost. It is not a synth method: it writes no records.
-const MethodFloor = bpfdump.MethodFloor
+const MethodFloor = bpfmethod.MethodFloor
 
 // Floor loads the floor of walk (synth.WalkMaple, or "", or
 // synth.WalkIter), runs it warmup times, then once more, and returns
 // that run's stats: the VMAs walked as Mappings.
 func Floor(ctx context.Context, walk string, warmup int) (synth.Stats, error) {
-	f, err := bpfdump.NewFloor(walk)
+	f, err := bpfmethod.NewFloor(walk)
 	if err != nil {
 		return synth.Stats{}, err
 	}
 	defer f.Close()
-	var st dump.Stats
+	var st assemble.Stats
 	for range warmup + 1 {
 		if err := ctx.Err(); err != nil {
 			return synth.Stats(st), err
@@ -44,14 +44,14 @@ func Floor(ctx context.Context, walk string, warmup int) (synth.Stats, error) {
 // rows then use the iterator, as auto does).
 func Unavailable(stderr io.Writer) []string {
 	var skip []string
-	if m, err := procdump.NewProcquery(dump.Options{}, 1); err != nil {
+	if m, err := procmethod.NewProcquery(assemble.Options{}, 1); err != nil {
 		skip = append(skip, synth.MethodProcquery)
 		fmt.Fprintf(stderr, "bench: procquery left out: %v\n", err)
 	} else {
 		m.Close()
 	}
-	if b, err := bpfdump.New(dump.Options{NoKernel: true, NoBuildID: true}); err == nil {
-		if walk, why := b.Walk(); walk != dump.WalkMaple {
+	if b, err := bpfmethod.New(assemble.Options{NoKernel: true, NoBuildID: true}); err == nil {
+		if walk, why := b.Walk(); walk != assemble.WalkMaple {
 			skip = append(skip, "floor-maple")
 			fmt.Fprintf(stderr, "bench: floor-maple left out, bpf walks with the iterator: %v\n", why)
 		}

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/synth-dev/synth/internal/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/procfs"
 )
 
 // Host describes the machine and its load when measured: what makes

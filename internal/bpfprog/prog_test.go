@@ -9,8 +9,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/synth-dev/synth/internal/testenv"
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/testenv"
 )
 
 // fakeProg lays out a program of n functions without BTF, as load does.

@@ -3,8 +3,9 @@ package buildid
 import (
 	"sync"
 
-	"github.com/synth-dev/synth/internal/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/procfs"
 )
 
 // localFS are the filesystems whose reads this process does itself:

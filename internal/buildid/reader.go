@@ -8,10 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/synth-dev/synth/internal/elfnote"
 	"github.com/synth-dev/synth/internal/mapread"
 	"github.com/synth-dev/synth/internal/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // Filesystems whose pages a shared mapping can change without a new

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/synth-dev/synth/internal/elfnote"
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/elfnote"
 )
 
 // Stat is what a read needs of fstat(2): the file and its times.

@@ -8,8 +8,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/synth-dev/synth/internal/testenv"
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/testenv"
 )
 
 const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"

@@ -38,7 +38,7 @@ echo "vmtest: building into $bin"
 go build -o "$bin/synth" ./cmd/synth
 go test -c -o "$bin/synth.test" ./synth
 go test -c -o "$bin/cmd.test" ./cmd/synth
-go test -c -o "$bin/bpfdump.test" ./internal/method/bpfdump
+go test -c -o "$bin/bpfmethod.test" ./internal/method/bpfmethod
 go test -c -o "$bin/bpfiter.test" ./internal/bpfiter
 
 # The tests run in a copy of the checkout outside /tmp and /var/tmp,

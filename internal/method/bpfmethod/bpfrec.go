@@ -1,0 +1,151 @@
+package bpfmethod
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// Layout of what the BPF programs emit (bpf/synth.h). Every RAW sample
+// payload is a struct synth_hdr followed by a complete perf record whose
+// header.size excludes the sample_id trailer.
+const (
+	hdrGen     = 0
+	hdrSeq     = 8
+	hdrTime    = 16
+	hdrSize    = 24
+	recMinSize = 8 + 8 // perf_event_header + pid/tid
+)
+
+// Offset of the raw size in a sample of a BPF output event
+// (ringSampleType), from the start of the record: header 8, identifier
+// 8, pid/tid 8, time 8.
+const sampleRawOffset = 32
+
+// bpfRecord is one record taken out of a ring, referring into a round's
+// arena.
+type bpfRecord struct {
+	seq  uint64
+	gen  uint64
+	time uint64
+	off  int
+	n    int
+}
+
+// round collects the records of one paced iterator read from every BPF
+// output ring and hands them out in emission order. The kernel's live
+// records come from the side-band rings and go to live, when set.
+type round struct {
+	live  func(rec []byte) error
+	arena []byte
+	recs  []bpfRecord
+	lost  uint64 // PERF_RECORD_LOST counts seen in the output rings
+	// held, when set, makes addLive keep the live records (in liveArena,
+	// at liveEnds) for passLive, instead of handing them to live at
+	// once: a pipelined round is drained on one goroutine and handled
+	// on another.
+	held      bool
+	liveArena []byte
+	liveEnds  []int
+}
+
+func (r *round) reset() {
+	r.arena = r.arena[:0]
+	r.recs = r.recs[:0]
+	r.liveArena = r.liveArena[:0]
+	r.liveEnds = r.liveEnds[:0]
+}
+
+// addOut takes one record of a BPF output ring, header included: the
+// programs' samples, or the kernel's count of those it could not write.
+func (r *round) addOut(cpu int, rec []byte) error {
+	switch perfdata.RecordView(rec).Type() {
+	case perfdata.RecordSample:
+		if len(rec) < sampleRawOffset+4 {
+			return fmt.Errorf("cpu %d: short sample (%d bytes)", cpu, len(rec))
+		}
+		return r.addBPF(cpu, rec)
+	case perfdata.RecordLost:
+		if l := perfdata.LostView(rec); l.Fits() {
+			r.lost += l.Lost()
+		}
+	}
+	return nil
+}
+
+// addLive takes one record of a side-band ring.
+func (r *round) addLive(_ int, rec []byte) error {
+	if r.live == nil {
+		return nil
+	}
+	if r.held {
+		r.liveArena = append(r.liveArena, rec...)
+		r.liveEnds = append(r.liveEnds, len(r.liveArena))
+		return nil
+	}
+	return r.live(rec)
+}
+
+// passLive hands the live records a held round kept to live, in the
+// order they were drained.
+func (r *round) passLive() error {
+	start := 0
+	for _, end := range r.liveEnds {
+		if err := r.live(r.liveArena[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// addBPF unwraps the records the programs emitted from a RAW sample: one
+// record (the iterators' per-VMA output) or a batch of them (the maple
+// walk), each a struct synth_hdr and a perf record, 8-byte aligned.
+func (r *round) addBPF(cpu int, sample []byte) error {
+	size := int(binary.NativeEndian.Uint32(sample[sampleRawOffset:]))
+	raw := sample[sampleRawOffset+4:]
+	if size > len(raw) {
+		return fmt.Errorf("cpu %d: BPF sample raw size %d out of range", cpu, size)
+	}
+	raw = raw[:size]
+	for len(raw) >= hdrSize+recMinSize {
+		rec := raw[hdrSize:]
+		n := perfdata.RecordView(rec).Size()
+		if n < recMinSize || n > len(rec) {
+			return fmt.Errorf("cpu %d: BPF record size %d out of range", cpu, n)
+		}
+		r.recs = append(r.recs, bpfRecord{
+			seq:  binary.NativeEndian.Uint64(raw[hdrSeq:]),
+			gen:  binary.NativeEndian.Uint64(raw[hdrGen:]),
+			time: binary.NativeEndian.Uint64(raw[hdrTime:]),
+			off:  len(r.arena),
+			n:    n,
+		})
+		r.arena = append(r.arena, rec[:n]...)
+		raw = raw[hdrSize+(n+7)&^7:]
+	}
+	// The perf sample pads the raw data to 8 bytes after a u32 size:
+	// at most 4 bytes are left that are no record.
+	if len(raw) > 4 {
+		return fmt.Errorf("cpu %d: %d stray bytes after BPF records", cpu, len(raw))
+	}
+	return nil
+}
+
+// sorted returns the round's records in the order the programs emitted
+// them: one read may have run on several CPUs. A batch's records share
+// its sequence number and stay in their order.
+func (r *round) sorted() []bpfRecord {
+	bySeq := func(a, b bpfRecord) int { return cmp.Compare(a.seq, b.seq) }
+	// Usually one CPU's ring held them all, in order already.
+	if !slices.IsSortedFunc(r.recs, bySeq) {
+		slices.SortStableFunc(r.recs, bySeq)
+	}
+	return r.recs
+}
+
+func (r *round) bytes(rec bpfRecord) []byte { return r.arena[rec.off : rec.off+rec.n] }

@@ -1,0 +1,70 @@
+package bpfmethod
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// PermissionError reports that the process lacks a privilege a method
+// needs. Missing names the capabilities, when they are known.
+type PermissionError struct {
+	Op      string
+	Missing []string
+	Err     error
+}
+
+func (e *PermissionError) Error() string {
+	if len(e.Missing) > 0 {
+		return fmt.Sprintf("%s: missing %s (run as root or grant them)",
+			e.Op, strings.Join(e.Missing, " and "))
+	}
+	return fmt.Sprintf("%s: %v", e.Op, e.Err)
+}
+
+func (e *PermissionError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, os.ErrPermission) true for every PermissionError.
+func (e *PermissionError) Is(target error) bool { return target == os.ErrPermission }
+
+// Capabilities the BPF method needs (include/uapi/linux/capability.h):
+// CAP_BPF to load the programs, CAP_PERFMON for system-wide perf events,
+// bpf_d_path and reading kernel memory. CAP_SYS_ADMIN implies both.
+const (
+	capSysAdmin = 21
+	capPerfmon  = 38
+	capBPF      = 39
+)
+
+// checkCaps returns a *PermissionError naming the capabilities the
+// process's effective set lacks.
+func checkCaps() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	eff := uint64(data[1].Effective)<<32 | uint64(data[0].Effective)
+	has := func(c uint) bool { return eff&(1<<c) != 0 }
+	if has(capSysAdmin) {
+		return nil
+	}
+	var missing []string
+	if !has(capBPF) {
+		missing = append(missing, "CAP_BPF")
+	}
+	if !has(capPerfmon) {
+		missing = append(missing, "CAP_PERFMON")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return &PermissionError{
+		Op:      "bpf method",
+		Missing: missing,
+		Err:     errors.New("missing " + strings.Join(missing, ", ")),
+	}
+}

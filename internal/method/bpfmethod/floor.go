@@ -1,0 +1,76 @@
+package bpfmethod
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/rlimit"
+
+	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/bpfiter"
+)
+
+// MethodFloor names the benchmark floor of a walk: it visits every VMA
+// the way the walk does and emits nothing, the least a dump with that
+// walk can cost. The maple walk's floor also validates every walk.
+const MethodFloor = "floor"
+
+// Floor is the floor of one walk (see MethodFloor).
+type Floor struct {
+	objs *objects
+	prog *ebpf.Program
+}
+
+// NewFloor loads the floor of walk (assemble.WalkMaple or assemble.WalkIter; "" is
+// assemble.WalkMaple). Its Dump writes no records and reports the VMAs walked as
+// Mappings.
+func NewFloor(walk string) (*Floor, error) {
+	if err := checkCaps(); err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("remove memlock limit: %w", err)
+	}
+	objs, err := loadObjects()
+	if err != nil {
+		return nil, err
+	}
+	name := synthbpf.SynthProgWalkMaple
+	if walk == assemble.WalkIter {
+		name = synthbpf.SynthProgWalkVma
+	}
+	prog, err := objs.program(name)
+	if err != nil {
+		objs.Close()
+		return nil, err
+	}
+	return &Floor{objs: objs, prog: prog}, nil
+}
+
+// Dump walks every process once.
+func (f *Floor) Dump(ctx context.Context, _ func([]byte) error) (assemble.Stats, error) {
+	st := assemble.Stats{Method: MethodFloor}
+	start := time.Now()
+	var before, after uint64
+	if err := f.objs.Walked.Get(&before); err != nil {
+		return st, err
+	}
+	prog := f.prog
+	ran := progTime(prog)
+	if err := bpfiter.Drain(prog, 0); err != nil {
+		return st, err
+	}
+	st.ProgramTime = progTime(prog) - ran
+	if err := f.objs.Walked.Get(&after); err != nil {
+		return st, err
+	}
+	st.Mappings = int(after - before)
+	st.Elapsed = time.Since(start)
+	return st, nil
+}
+
+// Close releases the programs.
+func (f *Floor) Close() error { return f.objs.Close() }

@@ -1,0 +1,230 @@
+package bpfmethod
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+
+	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/assemble"
+)
+
+// objects are the maps and programs of bpf/synth.bpf.c, loaded apart so
+// that one kernel's missing field, helper or kfunc fails only the
+// programs that need it, and a program loads only when a dump runs it.
+// The maps (the global variables' sections among them) load first, and
+// every program then loads against them.
+//
+// What each kernel runs: dump_task needs iter/task (5.8), dump_vma
+// iter/task_vma (5.12) and bpf_d_path in iterators; probe needs syscall programs (5.14) and
+// bpf_kallsyms_lookup_name (5.16); dump_tasks needs what walk_provable()
+// checks (bpf/maple.bpf.h), which probe reports before dump_tasks is
+// loaded. A relocation against a field a kernel lacks poisons its
+// instruction, and a reachable poisoned instruction fails the whole
+// program: hence the CO-RE guards in the C sources, and the loads apart.
+type objects struct {
+	spec  *ebpf.CollectionSpec
+	cache *btf.Cache // the kernel's BTF, parsed once for every load
+	synthbpf.SynthMaps
+	synthbpf.SynthVariables
+	shared   map[string]*ebpf.Map // every map by its name, for the programs' loads
+	sections *ebpf.Collection     // owns the maps of the variables' sections
+	loading  sync.Mutex           // held while a program loads (see program)
+	mu       sync.Mutex           // guards progs and steps
+	progs    map[string]progLoad
+	steps    []assemble.Step // what loading took, until a dump takes them
+}
+
+// progLoad is the outcome of one program's load.
+type progLoad struct {
+	p   *ebpf.Program // nil if the load failed
+	err error
+}
+
+// loadObjects loads the maps and variables; programs load with program.
+// The kernel's BTF, which every program's load needs, is parsed on a
+// goroutine of its own meanwhile.
+func loadObjects() (*objects, error) {
+	o := &objects{cache: btf.NewCache(), progs: make(map[string]progLoad)}
+	kernel := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		_, err := o.cache.Kernel()
+		o.step("kernel BTF", start)
+		kernel <- err
+	}()
+	start := time.Now()
+	spec, err := synthbpf.LoadSynth()
+	if err != nil {
+		<-kernel
+		return nil, fmt.Errorf("read BPF object: %w", err)
+	}
+	o.spec = spec
+	o.step("BPF object", start)
+	start = time.Now()
+	mapsOnly := spec.Copy()
+	mapsOnly.Programs = nil
+	coll, err := ebpf.NewCollectionWithOptions(mapsOnly, ebpf.CollectionOptions{Cache: o.cache})
+	if err != nil {
+		<-kernel
+		return nil, loadError("load BPF maps", err)
+	}
+	o.step("maps", start)
+	o.shared = maps.Clone(coll.Maps)
+	o.sections = coll
+	err = errors.Join(coll.Assign(&o.SynthMaps), coll.Assign(&o.SynthVariables))
+	if kerr := <-kernel; kerr != nil && err == nil {
+		err = fmt.Errorf("read the kernel's BTF: %w", kerr)
+	}
+	if err != nil {
+		o.Close()
+		return nil, err
+	}
+	return o, nil
+}
+
+// step notes what a step of loading took.
+func (o *objects) step(name string, start time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.steps = assemble.Time(o.steps, name, start)
+}
+
+// takeSteps returns the steps noted since it was last called.
+func (o *objects) takeSteps() []assemble.Step {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := slices.Clone(o.steps)
+	o.steps = o.steps[:0]
+	return s
+}
+
+// program returns the program name, loading it on first use. A program
+// that failed to load fails again without a second try.
+//
+// Programs load one at a time. cilium/ebpf's kernel BTF, which every
+// load reads for CO-RE and kfuncs, is not safe for concurrent use: two
+// loads at once (the probe and dump_tasks) died with "fatal error:
+// concurrent map writes" in its type decoder on Debian's 6.18, whose
+// modules have BTF of their own. The loads need not overlap: dump_tasks
+// verifies in a few milliseconds, and only the programs a dump runs load.
+func (o *objects) program(name string) (*ebpf.Program, error) {
+	o.loading.Lock()
+	defer o.loading.Unlock()
+	o.mu.Lock()
+	l, ok := o.progs[name]
+	o.mu.Unlock()
+	if !ok {
+		l.p, l.err = o.load(name)
+		o.mu.Lock()
+		o.progs[name] = l
+		o.mu.Unlock()
+	}
+	return l.p, l.err
+}
+
+func (o *objects) load(name string) (*ebpf.Program, error) {
+	if name == refused {
+		return nil, fmt.Errorf("load BPF program %s: %w", name, errRefused)
+	}
+	ps, ok := o.spec.Programs[name]
+	if !ok {
+		return nil, fmt.Errorf("no program %s in the BPF object", name)
+	}
+	start := time.Now()
+	defer o.step(name, start)
+	kernel, err := o.cache.Kernel()
+	if err != nil {
+		return nil, fmt.Errorf("read the kernel's BTF: %w", err)
+	}
+	spec := *o.spec
+	spec.Programs = map[string]*ebpf.ProgramSpec{name: ps}
+	// CO-RE against vmlinux's types alone: the programs relocate only
+	// against the core kernel's (tasks, mms, VMAs, files, the maple
+	// tree). Left to itself, cilium/ebpf parses the BTF of every loaded
+	// module at each load and searches it too, which a distribution
+	// kernel's hundred modules make dear.
+	coll, err := ebpf.NewCollectionWithOptions(&spec, ebpf.CollectionOptions{
+		Cache:           o.cache,
+		MapReplacements: o.shared,
+		Programs:        ebpf.ProgramOptions{KernelTypes: kernel},
+	})
+	if err != nil {
+		return nil, loadError("load BPF program "+name, err)
+	}
+	defer coll.Close()
+	return coll.DetachProgram(name), nil
+}
+
+// refused is a program that fails to load as if the kernel lacked what
+// it needs: tests of the fallbacks set it with RefuseProgram.
+var refused string
+
+var errRefused = errors.New("refused by RefuseProgram, as by a kernel without its helper or iterator")
+
+// RefuseProgram makes the program name (as in bpf/synth.bpf.c) fail to
+// load from now on, as on a kernel that lacks what it needs, until the
+// returned func is called: for tests of the fallbacks.
+func RefuseProgram(name string) (restore func()) {
+	refused = name
+	return func() { refused = "" }
+}
+
+// loaded returns the programs loaded so far, for their run times.
+func (o *objects) loaded() []*ebpf.Program {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ps []*ebpf.Program
+	for _, l := range o.progs {
+		if l.p != nil {
+			ps = append(ps, l.p)
+		}
+	}
+	return ps
+}
+
+// Close releases the maps and programs. It is safe to call twice.
+func (o *objects) Close() error {
+	if o == nil {
+		return nil
+	}
+	var errs []error
+	o.loading.Lock() // a load under way ends first
+	defer o.loading.Unlock()
+	for name, l := range o.progs {
+		if l.p != nil {
+			errs = append(errs, l.p.Close())
+		}
+		delete(o.progs, name)
+	}
+	errs = append(errs, o.SynthMaps.Close())
+	o.SynthMaps = synthbpf.SynthMaps{}
+	if o.sections != nil {
+		o.sections.Close()
+		o.sections = nil
+	}
+	return errors.Join(errs...)
+}
+
+// loadError wraps a load's error, as a *PermissionError when the kernel
+// refused it for want of privilege.
+func loadError(op string, err error) error {
+	if errors.Is(err, os.ErrPermission) && !isVerifierError(err) {
+		return &PermissionError{Op: op, Err: err}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isVerifierError reports whether err is the verifier's rejection, which
+// the kernel also reports as EPERM (EACCES) but no privilege fixes.
+func isVerifierError(err error) bool {
+	var ve *ebpf.VerifierError
+	return errors.As(err, &ve)
+}

@@ -1,0 +1,308 @@
+package bpfmethod
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/perfring"
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// ringSampleType is the sample layout of the BPF output events: u64 id,
+// u32 pid, u32 tid, u64 time, u32 size, u8 raw[size].
+const ringSampleType = perfdata.SampleIdentifier | perfdata.SampleTID |
+	perfdata.SampleTime | perfdata.SampleRaw
+
+// SidebandSampleType is the sample_id_all trailer the kernel appends to
+// live records, and so the one synthesized records get when they are
+// written with them. The identifier comes first (and last, in the
+// trailer) so that records of several events can share a ring.
+const SidebandSampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata.SampleTime
+
+// RingConfig says which rings to open and what they receive.
+type RingConfig struct {
+	Pages int // data pages per CPU; 0: assemble.DefaultRingPages
+	// Sideband opens a second ring per CPU for the kernel's live
+	// MMAP2, COMM and FORK/EXIT records.
+	Sideband bool
+	// Records are the attr bits of the optional records the side-band
+	// reports, as the dump synthesizes them (assemble.Options.RecordFlags):
+	// non-executable mappings, NAMESPACES, CGROUP.
+	Records uint64
+	BuildID bool // live MMAP2 records in build-ID form
+	// Sampler, when set, is opened on every CPU, for the tasks Scope
+	// says, with its output redirected into that CPU's side-band ring.
+	Sampler *perfdata.Attr
+	Scope   SampleScope
+	// SampleType is the side-band events' sample_type, which sets the
+	// trailer of their records; 0: SidebandSampleType. A Session with
+	// a Sampler gives the side-band the sampler's, as perf gives its
+	// dummy event its main event's: every attr of a perf.data file
+	// then has one sample_type, which readers rely on.
+	SampleType uint64
+}
+
+// SampleScope says which tasks the sampler samples, as perf record opens
+// its events for a target. The zero value samples every task (-a).
+type SampleScope struct {
+	// Tasks, when set, has the sampler opened per task and per CPU:
+	// perf record -p, -t, -u and a command. A task that has exited by
+	// then is left out; Sampler.Inherit says whether children are
+	// sampled.
+	Tasks []int
+	// Cgroup, when set, is a cgroup directory: the sampler is opened
+	// per CPU for the tasks in that cgroup and below it
+	// (PERF_FLAG_PID_CGROUP), as perf record -G.
+	Cgroup *os.File
+}
+
+// outAttr is the attr of the BPF output events: they carry the records
+// the programs emit and nothing else, so that the pacing, which bounds
+// what the programs write between two drains, bounds everything in
+// their rings.
+func (c *RingConfig) outAttr() perfdata.Attr {
+	return perfdata.Attr{
+		Type:         perfdata.TypeSoftware,
+		Size:         perfdata.AttrSize,
+		Config:       perfdata.CountSWBPFOutput,
+		SamplePeriod: 1,
+		SampleType:   ringSampleType,
+		Flags:        perfdata.AttrWatermark | perfdata.AttrUseClockID,
+		// Never wake up per record: readers drain between reads.
+		WakeupEvents: uint32(c.Pages * os.Getpagesize() / 2),
+		ClockID:      unix.CLOCK_MONOTONIC,
+	}
+}
+
+// LiveAttr is the attr of the side-band events: software dummy events,
+// as `perf record` opens for its side-band, that report every mmap,
+// comm, fork and exit on their CPU.
+func (c *RingConfig) LiveAttr() perfdata.Attr {
+	flags := uint64(perfdata.AttrWatermark | perfdata.AttrUseClockID |
+		perfdata.AttrMmap | perfdata.AttrMmap2 | perfdata.AttrComm |
+		perfdata.AttrCommExec | perfdata.AttrTask | perfdata.AttrSampleIDAll | c.Records)
+	if c.BuildID {
+		flags |= perfdata.AttrBuildID
+	}
+	return perfdata.Attr{
+		Type:         perfdata.TypeSoftware,
+		Size:         perfdata.AttrSize,
+		Config:       perfdata.CountSWDummy,
+		SamplePeriod: 1,
+		SampleType:   cmp.Or(c.SampleType, SidebandSampleType),
+		Flags:        flags,
+		WakeupEvents: uint32(c.Pages * os.Getpagesize() / 2),
+		ClockID:      unix.CLOCK_MONOTONIC,
+	}
+}
+
+// rings are the per-CPU rings of a BPF method or session. The programs'
+// records go to rings of their own (out), registered in the programs'
+// PERF_EVENT_ARRAY; the kernel's live records and the samples go to a
+// second set (live). Live traffic, however heavy, can then never take
+// the room the pacing counts on: synthesized records are not lost.
+type rings struct {
+	cpus     []int
+	out      []*perfring.Event
+	live     []*perfring.Event // nil without a side-band
+	samplers []*perfring.Event
+	size     int // data bytes per ring
+}
+
+func openRings(c RingConfig, arr *ebpf.Map) (*rings, error) {
+	if c.Pages == 0 {
+		c.Pages = assemble.DefaultRingPages
+	}
+	if c.Pages < assemble.MinRingPages || c.Pages&(c.Pages-1) != 0 {
+		return nil, fmt.Errorf("ring size %d pages: want a power of two >= %d", c.Pages, assemble.MinRingPages)
+	}
+	cpus, err := perfring.OnlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+	r := &rings{cpus: cpus, size: c.Pages * os.Getpagesize()}
+	for _, cpu := range cpus {
+		if err := r.openCPU(cpu, &c, arr); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *rings) openCPU(cpu int, c *RingConfig, arr *ebpf.Map) error {
+	out, err := openRing(c.outAttr(), cpu, c.Pages, "BPF output")
+	if err != nil {
+		return err
+	}
+	r.out = append(r.out, out)
+	if err := arr.Put(uint32(cpu), uint32(out.FD())); err != nil {
+		return fmt.Errorf("register ring of cpu %d: %w", cpu, err)
+	}
+	if !c.Sideband {
+		return nil
+	}
+	live, err := openRing(c.LiveAttr(), cpu, c.Pages, "side-band")
+	if err != nil {
+		return err
+	}
+	r.live = append(r.live, live)
+	if c.Sampler == nil {
+		return nil
+	}
+	return r.openSamplers(c, cpu, live)
+}
+
+// openSamplers opens the sampler on one CPU for the tasks of c.Scope.
+func (r *rings) openSamplers(c *RingConfig, cpu int, live *perfring.Event) error {
+	switch sc := c.Scope; {
+	case sc.Cgroup != nil:
+		return r.openSampler(c.Sampler, -1, sc.Cgroup, cpu, live)
+	case sc.Tasks != nil:
+		opened := len(r.samplers)
+		for _, tid := range sc.Tasks {
+			err := r.openSampler(c.Sampler, tid, nil, cpu, live)
+			if errors.Is(err, unix.ESRCH) {
+				continue // exited since it was listed
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if len(r.samplers) == opened {
+			return fmt.Errorf("open sampling event: %w", ErrNoTask)
+		}
+		return nil
+	}
+	return r.openSampler(c.Sampler, -1, nil, cpu, live)
+}
+
+// ErrNoTask says that every task a sampler was to be opened for has
+// exited.
+var ErrNoTask = errors.New("every target task has exited")
+
+// openSampler opens the sampling event a on one CPU, for the tasks of
+// cgroup if set, else for task pid (-1: every task), and sends its
+// samples into that CPU's side-band ring live.
+func (r *rings) openSampler(a *perfdata.Attr, pid int, cgroup *os.File, cpu int, live *perfring.Event) error {
+	var s *perfring.Event
+	var err error
+	if cgroup != nil {
+		s, err = perfring.OpenCgroup(a, cgroup, cpu)
+	} else {
+		s, err = perfring.Open(a, pid, cpu)
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return &PermissionError{Op: "perf_event_open", Err: err}
+	}
+	if err != nil {
+		return fmt.Errorf("open sampling event on cpu %d for %s: %w", cpu, samplerTarget(pid, cgroup), err)
+	}
+	if err := s.SetOutput(live); err != nil {
+		s.Close()
+		return fmt.Errorf("cpu %d: %w", cpu, err)
+	}
+	r.samplers = append(r.samplers, s)
+	return nil
+}
+
+func samplerTarget(pid int, cgroup *os.File) string {
+	switch {
+	case cgroup != nil:
+		return "its cgroup"
+	case pid == -1:
+		return "every task"
+	}
+	return fmt.Sprintf("task %d", pid)
+}
+
+// openEvent opens a on one CPU, for every thread.
+func openEvent(a *perfdata.Attr, cpu int, what string) (*perfring.Event, error) {
+	ev, err := perfring.Open(a, -1, cpu)
+	if errors.Is(err, os.ErrPermission) {
+		return nil, &PermissionError{Op: "perf_event_open", Err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s event on cpu %d: %w", what, cpu, err)
+	}
+	return ev, nil
+}
+
+func openRing(a perfdata.Attr, cpu, pages int, what string) (*perfring.Event, error) {
+	ev, err := openEvent(&a, cpu, what)
+	if err != nil {
+		return nil, err
+	}
+	if err := ev.MapRing(pages); err != nil {
+		ev.Close()
+		return nil, fmt.Errorf("cpu %d: %w", cpu, err)
+	}
+	return ev, nil
+}
+
+// ids returns the kernel ids of the side-band events and of the samplers.
+func (r *rings) ids() (live, samplers []uint64) {
+	for _, ev := range r.live {
+		live = append(live, ev.ID())
+	}
+	for _, ev := range r.samplers {
+		samplers = append(samplers, ev.ID())
+	}
+	return live, samplers
+}
+
+// enableSamplers starts the samplers, opened disabled, or stops them.
+func (r *rings) enableSamplers(on bool) error {
+	for _, s := range r.samplers {
+		op := s.Disable
+		if on {
+			op = s.Enable
+		}
+		if err := op(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drain hands every record now in the given rings to fn, CPU by CPU. rec
+// is the whole record, header included, and is only valid during the
+// call.
+func (r *rings) drain(evs []*perfring.Event, fn func(cpu int, rec []byte) error) error {
+	for i, ev := range evs {
+		err := ev.Ring().ReadAll(func(rec []byte) error { return fn(r.cpus[i], rec) })
+		if err != nil {
+			return fmt.Errorf("read ring of cpu %d: %w", r.cpus[i], err)
+		}
+	}
+	return nil
+}
+
+// liveFDs returns the descriptors of the side-band events, for poll(2).
+func (r *rings) liveFDs() []int {
+	fds := make([]int, len(r.live))
+	for i, ev := range r.live {
+		fds[i] = ev.FD()
+	}
+	return fds
+}
+
+func (r *rings) Close() error {
+	var errs []error
+	for _, s := range r.samplers {
+		errs = append(errs, s.Close())
+	}
+	for _, evs := range [][]*perfring.Event{r.live, r.out} {
+		for _, ev := range evs {
+			errs = append(errs, ev.Close())
+		}
+	}
+	r.samplers, r.live, r.out = nil, nil, nil
+	return errors.Join(errs...)
+}
