@@ -110,6 +110,7 @@ func TestLoad(t *testing.T) {
 		t.Errorf("linear form of %d bytes, head %x", len(lin), lin[:16])
 	}
 	prog.Close()
+	waitUnlisted(t, uint32(id)) // until then Load gives what it read
 	if _, err := Load(uint32(id)); !errors.Is(err, unix.ENOENT) {
 		t.Errorf("load of an unloaded program: %v, want ENOENT", err)
 	}
