@@ -270,8 +270,9 @@ func (s *Session) sampleType() uint64 {
 // classify returns a ring record's kind, time and process.
 func (s *Session) classify(rec []byte) (RecordKind, uint64, uint32, error) {
 	if perfdata.RecordView(rec).Type() == perfdata.RecordSample {
-		t, ok := perfdata.SampleTimeOf(rec, s.sampleType())
-		pid, _, pok := perfdata.SampleTIDOf(rec, s.sampleType())
+		st := s.sampleType()
+		t, ok := perfdata.SampleTimeOf(rec, st)
+		pid, _, pok := perfdata.SampleTIDOf(rec, st)
 		if !ok || !pok {
 			return 0, 0, 0, fmt.Errorf("short sample (%d bytes)", len(rec))
 		}

@@ -87,6 +87,9 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if p2, err := Load(uint32(id)); err != nil || p2 != p {
+		t.Errorf("Load twice: %p then %p, %v: want the program read once", p, p2, err)
+	}
 	if p.ID() != uint32(id) || p.Name() != "bpfprog_test" || p.Type() != uint32(ebpf.SocketFilter) || p.BTFID() != 0 {
 		t.Errorf("id %d name %q type %d btf %d", p.ID(), p.Name(), p.Type(), p.BTFID())
 	}
