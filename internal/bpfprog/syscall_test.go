@@ -43,9 +43,10 @@ func TestHasTracingLinks(t *testing.T) {
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceFEntry,
 		AttachTo: "do_nanosleep", Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}, License: "GPL"})
 	if err != nil {
-		// The development VM's kernel refuses every fentry program
-		// (EPERM, before the verifier): a kernel that cannot attach
-		// one holds no trampolines either.
+		// The development VM's kernel, locked down by its
+		// configuration, refuses every fentry program (EPERM, before
+		// the verifier): a kernel that cannot attach one holds no
+		// trampolines either. make vmtest runs this on Debian's.
 		testenv.Option(t, false, "fentry programs ("+err.Error()+")")
 	}
 	defer prog.Close()

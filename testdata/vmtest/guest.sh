@@ -36,6 +36,7 @@ synth synth.test ^(TestDumpMatchesProc|TestKernelFallbacks)$
 *)
 	tests="
 internal/bpfiter bpfiter.test .
+internal/bpfprog bpfprog.test .
 internal/method/bpfmethod bpfmethod.test .
 synth synth.test ^(TestDumpMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkFallback|TestWalkChunks|TestWalkFaults|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestKernelFallbackLoadsLate|TestMethodsAgree|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive)$
 cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestBuildIDsPerf|TestMethodsPerf|TestAutoFallback|TestNoVsyscallFor32Bit|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestBPFEventsMatchPerf|TestDumpLockedProcess)$

@@ -40,6 +40,7 @@ go test -c -o "$bin/synth.test" ./synth
 go test -c -o "$bin/cmd.test" ./cmd/synth
 go test -c -o "$bin/bpfmethod.test" ./internal/method/bpfmethod
 go test -c -o "$bin/bpfiter.test" ./internal/bpfiter
+go test -c -o "$bin/bpfprog.test" ./internal/bpfprog
 
 # The tests run in a copy of the checkout outside /tmp and /var/tmp,
 # which the guest replaces (CI's clone may be there): the guest sees the
