@@ -102,13 +102,13 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 	n := 0
 	for n < len(recs) {
 		rec := &recs[n]
-		pid, ok := s.live.pop(rec, upTo)
+		lr, ok := s.live.pop(rec, upTo)
 		if !ok {
 			break
 		}
 		// A loss is reported whoever was running when it was noted.
-		if s.tracked != nil && rec.Type() != perfdata.RecordLost && !s.track(rec.Raw, pid) ||
-			s.tids != nil && rec.Kind == KindSample && !s.sampleOfTids(rec.Raw) {
+		if s.tracked != nil && rec.Type() != perfdata.RecordLost && !s.track(rec.Raw, lr.pid) ||
+			s.tids != nil && rec.Kind == KindSample && !s.sampleOfTids(lr.tid) {
 			s.stats.Filtered++
 			if rec.Kind == KindSample {
 				s.stats.FilteredSamples++
@@ -187,6 +187,8 @@ func (s *Session) runDump() {
 	s.dumpBuf.reset()
 	s.dumpRan = true
 	s.run, s.dumpErr = s.b.Start(ctx, s.dumpBuf.add, s.dumpBuf.addHeld)
+	// The live records the dump drained wait in the queue for its end.
+	s.takeLive()
 }
 
 func (s *Session) count(rec *Record) {
@@ -238,6 +240,7 @@ func (s *Session) drainLive() error {
 	if err != nil {
 		return err
 	}
+	s.takeLive()
 	s.stats.Stale += uint64(stale)
 	s.stats.Lost += lost
 	s.live.sort()
@@ -245,57 +248,21 @@ func (s *Session) drainLive() error {
 	return nil
 }
 
-// addLive takes a record of the rings that the programs did not emit.
-func (s *Session) addLive(rec []byte) error {
-	kind, t, pid, err := s.classify(rec)
-	if err != nil {
-		return err
-	}
-	if kind == KindLive && s.inDump {
-		s.b.NoteLive(rec, t)
-	}
-	s.live.push(rec, liveRec{kind: kind, time: t, pid: pid, gen: s.b.GenOf(t)})
-	return nil
-}
-
-// sampleType is the sample_type of the sampling event's samples (the
-// session's second attr, which a session that samples has).
-func (s *Session) sampleType() uint64 {
-	if len(s.attrs) < 2 {
-		return 0
-	}
-	return s.attrs[1].Attr.SampleType
-}
-
-// classify returns a ring record's kind, time and process.
-func (s *Session) classify(rec []byte) (RecordKind, uint64, uint32, error) {
-	if perfdata.RecordView(rec).Type() == perfdata.RecordSample {
-		st := s.sampleType()
-		t, ok := perfdata.SampleTimeOf(rec, st)
-		pid, _, pok := perfdata.SampleTIDOf(rec, st)
-		if !ok || !pok {
-			return 0, 0, 0, fmt.Errorf("short sample (%d bytes)", len(rec))
+// takeLive moves the live records the method drained into the live
+// queue.
+func (s *Session) takeLive() {
+	for _, lr := range s.b.TakeLive() {
+		kind := KindLive
+		if lr.Sample {
+			kind = KindSample
 		}
-		return KindSample, t, pid, nil
+		s.live.push(lr.Raw, liveRec{kind: kind, time: lr.Time, pid: lr.Pid, tid: lr.Tid, gen: lr.Gen})
 	}
-	st := s.attrs[0].Attr.SampleType
-	if id, ok := perfdata.TrailerIdentifier(rec); ok && len(s.attrs) > 1 && slices.Contains(s.attrs[1].IDs, id) {
-		st = s.attrs[1].Attr.SampleType // THROTTLE and the like of the sampler
-	}
-	sid, err := perfdata.ParseSampleID(rec, st)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("live record type %d: %w", perfdata.RecordView(rec).Type(), err)
-	}
-	return KindLive, sid.Time, sid.Pid, nil
 }
 
 // sampleOfTids reports whether a sample is of a thread of Options.Tids.
-func (s *Session) sampleOfTids(rec []byte) bool {
-	_, tid, ok := perfdata.SampleTIDOf(rec, s.sampleType())
-	if !ok {
-		return false
-	}
-	_, ok = s.tids[tid]
+func (s *Session) sampleOfTids(tid uint32) bool {
+	_, ok := s.tids[tid]
 	return ok
 }
 
@@ -329,6 +296,7 @@ func (s *Session) track(rec []byte, pid uint32) bool {
 type liveRec struct {
 	kind   RecordKind
 	pid    uint32
+	tid    uint32
 	time   uint64
 	gen    uint64
 	off, n int
@@ -361,15 +329,15 @@ func (q *liveQueue) sort() {
 	})
 }
 
-// pop returns the next record of time up to upTo, and its process.
-func (q *liveQueue) pop(rec *Record, upTo uint64) (uint32, bool) {
+// pop returns the next record of time up to upTo, and its entry.
+func (q *liveQueue) pop(rec *Record, upTo uint64) (liveRec, bool) {
 	if q.head == len(q.recs) || q.recs[q.head].time > upTo {
-		return 0, false
+		return liveRec{}, false
 	}
 	lr := q.recs[q.head]
 	q.head++
 	*rec = Record{Kind: lr.kind, Gen: lr.gen, Time: lr.time, Raw: q.arena[lr.off : lr.off+lr.n]}
-	return lr.pid, true
+	return lr, true
 }
 
 // compact drops the records already returned; it invalidates their Raw.

@@ -138,8 +138,9 @@ type SessionStats struct {
 // live records the kernel reports, in one ordered stream. A dump's
 // synthesized records come first (time 0), then live records in time
 // order; a mapping is reported by a generation once, synthesized or live
-// (see deduper). Read must not be called concurrently; Close, Flush
-// and SetDeadline may be called from any goroutine.
+// (DESIGN.md, "The live side-band, and each mapping once"). Read must not
+// be called concurrently; Close, Flush and SetDeadline may be called from
+// any goroutine.
 type Session struct {
 	mu    sync.Mutex // held by Read and Dump
 	opts  SessionOptions
@@ -231,7 +232,6 @@ func (s *Session) init(rc bpfmethod.RingConfig) error {
 			s.tids[uint32(tid)] = struct{}{}
 		}
 	}
-	s.b.SetLive(s.addLive)
 	liveIDs, samplerIDs := s.b.IDs()
 	side := rc.LiveAttr()
 	side.Flags &^= perfdata.AttrWatermark

@@ -53,9 +53,15 @@ type BPF struct {
 	gate                         *assemble.Gate                              // the [vsyscall] area /proc shows for every process
 	text                         assemble.Kernel                             // the kernel text map; zero without kernel addresses
 	lost                         uint64                                      // synth_lost already accounted for
-	// dd drops stale and duplicate synthesized records; a session feeds
-	// it the live records.
-	dd *dedupe.Deduper
+	// dd drops stale and duplicate synthesized records; the live
+	// records of the side-band rings feed it while dumping.
+	dd      *dedupe.Deduper
+	dumping bool
+	live    liveBuf
+	// The sample_type of the side-band's records and of the sampler's,
+	// and the sampler's ids, to read a live record's time with.
+	liveST, samplerST uint64
+	samplerIDs        []uint64
 	// ident is the sample_id_all identifier of synthesized records.
 	ident uint64
 	// readBuf is the bounded buffer iterator reads go through: iterBuf
@@ -128,6 +134,11 @@ func NewWithRings(opts assemble.Options, rc RingConfig) (*BPF, error) {
 		// Synthesized records are written under the side-band's attr.
 		b.ident = r.live[0].ID()
 	}
+	b.liveST = rc.LiveAttr().SampleType
+	if rc.Sampler != nil {
+		b.samplerST = rc.Sampler.SampleType
+	}
+	_, b.samplerIDs = r.ids()
 	b.iterBuf = make([]byte, readBudget(r.size))
 	chunk, budget := walkLimits(r.size)
 	b.chunk, b.walkBuf = chunk, make([]byte, budget)
@@ -309,8 +320,10 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ru
 	b.gen++
 	b.dd.Begin(b.gen, MonotonicNow())
 	r := &Run{b: b, d: d, dups: b.dd.Duplicates, stale: b.dd.Stale}
+	b.dumping = true
 	err := b.read(ctx, d)
 	// A live record after the read cannot precede a synthesized one.
+	b.dumping = false
 	b.dd.End()
 	r.done = err != nil
 	return r, err

@@ -36,18 +36,14 @@ type bpfRecord struct {
 }
 
 // round collects the records of one paced iterator read from every BPF
-// output ring and hands them out in emission order. The kernel's live
-// records come from the side-band rings and go to live, when set.
+// output ring and hands them out in emission order. It keeps the
+// kernel's live records of the side-band rings too (in liveArena, at
+// liveEnds), for BPF.passLive: a pipelined round is drained on one
+// goroutine and handled on another.
 type round struct {
-	live  func(rec []byte) error
-	arena []byte
-	recs  []bpfRecord
-	lost  uint64 // PERF_RECORD_LOST counts seen in the output rings
-	// held, when set, makes addLive keep the live records (in liveArena,
-	// at liveEnds) for passLive, instead of handing them to live at
-	// once: a pipelined round is drained on one goroutine and handled
-	// on another.
-	held      bool
+	arena     []byte
+	recs      []bpfRecord
+	lost      uint64 // PERF_RECORD_LOST counts seen in the output rings
 	liveArena []byte
 	liveEnds  []int
 }
@@ -78,27 +74,8 @@ func (r *round) addOut(cpu int, rec []byte) error {
 
 // addLive takes one record of a side-band ring.
 func (r *round) addLive(_ int, rec []byte) error {
-	if r.live == nil {
-		return nil
-	}
-	if r.held {
-		r.liveArena = append(r.liveArena, rec...)
-		r.liveEnds = append(r.liveEnds, len(r.liveArena))
-		return nil
-	}
-	return r.live(rec)
-}
-
-// passLive hands the live records a held round kept to live, in the
-// order they were drained.
-func (r *round) passLive() error {
-	start := 0
-	for _, end := range r.liveEnds {
-		if err := r.live(r.liveArena[start:end]); err != nil {
-			return err
-		}
-		start = end
-	}
+	r.liveArena = append(r.liveArena, rec...)
+	r.liveEnds = append(r.liveEnds, len(r.liveArena))
 	return nil
 }
 

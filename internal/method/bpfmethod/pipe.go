@@ -39,9 +39,7 @@ func (b *BPF) startPipeline(d *assemble.Assembler, add func([]byte) error) *pipe
 		done: make(chan struct{}),
 	}
 	for i := range b.rounds {
-		r := &b.rounds[i]
-		r.live, r.held = b.round.live, true
-		p.free <- r
+		p.free <- &b.rounds[i]
 	}
 	go func() {
 		defer close(p.done)
@@ -154,11 +152,11 @@ func (b *BPF) drain(r *round) error {
 	return b.rings.drain(b.rings.live, r.addLive)
 }
 
-// deliver hands the live records of a drained round to the session, and
-// its current generation's synthesized records to add, in emission
-// order.
+// deliver moves the live records of a drained round into the live
+// buffer and the deduper, then hands its current generation's
+// synthesized records to add, in emission order.
 func (b *BPF) deliver(d *assemble.Assembler, r *round, add func([]byte) error) error {
-	if err := r.passLive(); err != nil {
+	if err := b.passLive(r); err != nil {
 		return err
 	}
 	d.Stats.Lost += r.lost

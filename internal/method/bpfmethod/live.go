@@ -1,0 +1,139 @@
+package bpfmethod
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// The live side of the rings, for a Session. Every drain, during a dump
+// or between dumps (DrainLive), moves the side-band rings' records into
+// the method's live buffer, each with its time and generation, and,
+// during a dump, into the deduper, before the synthesized records of the
+// same drain are judged. The Session takes them out with TakeLive: the
+// records flow one way, from the rings through the method to the
+// session.
+
+// LiveRecord is a record of the side-band rings: one the kernel reported
+// (MMAP2, COMM, FORK, EXIT, LOST, THROTTLE...) or a sample of the
+// sampling event.
+type LiveRecord struct {
+	// Raw is the record, header and trailer included. It points into
+	// the method's buffer, valid until the next Start or DrainLive.
+	Raw    []byte
+	Time   uint64 // CLOCK_MONOTONIC
+	Gen    uint64 // the generation whose live stream it belongs to
+	Pid    uint32
+	Tid    uint32
+	Sample bool // a sample of the sampling event
+	off, n int
+}
+
+// liveBuf holds the live records drained and not yet taken.
+type liveBuf struct {
+	arena []byte
+	recs  []LiveRecord
+	taken bool // TakeLive returned them: the next add starts afresh
+}
+
+func (l *liveBuf) add(rec []byte, lr LiveRecord) {
+	if l.taken {
+		l.arena, l.recs, l.taken = l.arena[:0], l.recs[:0], false
+	}
+	lr.off, lr.n = len(l.arena), len(rec)
+	l.arena = append(l.arena, rec...)
+	l.recs = append(l.recs, lr)
+}
+
+// LiveFDs returns the side-band events' descriptors, to poll.
+func (b *BPF) LiveFDs() []int { return b.rings.liveFDs() }
+
+// IDs returns the ids of the side-band events and of the sampling
+// events, as their records carry them.
+func (b *BPF) IDs() (live, samplers []uint64) { return b.rings.ids() }
+
+// SetSamplers starts the sampling events (opened stopped), or stops
+// them: the rings then receive no more samples, and a drain empties
+// them.
+func (b *BPF) SetSamplers(on bool) error { return b.rings.enableSamplers(on) }
+
+// Gen returns the generation of the last dump started.
+func (b *BPF) Gen() uint64 { return b.gen }
+
+// DrainLive empties the rings between dumps into the live buffer. It
+// returns how many records of the programs it found, left over from a
+// dump that was stopped (stale), and how many the output rings lost.
+func (b *BPF) DrainLive() (stale int, lost uint64, err error) {
+	r := &b.round
+	if err := b.drain(r); err != nil {
+		return 0, 0, err
+	}
+	if err := b.passLive(r); err != nil {
+		return 0, 0, err
+	}
+	stale, lost = len(r.recs), r.lost
+	r.lost = 0
+	return stale, lost, nil
+}
+
+// TakeLive returns the live records drained since the last call, in
+// the order each CPU's ring held them. They stay valid until the next
+// Start or DrainLive.
+func (b *BPF) TakeLive() []LiveRecord {
+	l := &b.live
+	if l.taken {
+		return nil
+	}
+	for i := range l.recs {
+		r := &l.recs[i]
+		r.Raw = l.arena[r.off : r.off+r.n : r.off+r.n]
+	}
+	l.taken = true
+	return l.recs
+}
+
+// passLive moves the live records a round drained into the live buffer
+// and, during a dump, into the deduper: before the round's synthesized
+// records are judged (see drain).
+func (b *BPF) passLive(r *round) error {
+	start := 0
+	for _, end := range r.liveEnds {
+		rec := r.liveArena[start:end]
+		start = end
+		lr, err := b.classify(rec)
+		if err != nil {
+			return err
+		}
+		if b.dumping && !lr.Sample {
+			b.dd.AddLive(rec, lr.Time)
+		}
+		lr.Gen = b.dd.GenOf(lr.Time)
+		b.live.add(rec, lr)
+	}
+	return nil
+}
+
+// classify reads a side-band record's time and task: a sample's from
+// its body, as the sampler's sample_type lays it out, any other record's
+// from its sample_id_all trailer, as the side-band's or, for the
+// sampler's own THROTTLE records and the like, the sampler's.
+func (b *BPF) classify(rec []byte) (LiveRecord, error) {
+	if perfdata.RecordView(rec).Type() == perfdata.RecordSample {
+		t, ok := perfdata.SampleTimeOf(rec, b.samplerST)
+		pid, tid, pok := perfdata.SampleTIDOf(rec, b.samplerST)
+		if !ok || !pok {
+			return LiveRecord{}, fmt.Errorf("short sample (%d bytes)", len(rec))
+		}
+		return LiveRecord{Time: t, Pid: pid, Tid: tid, Sample: true}, nil
+	}
+	st := b.liveST
+	if id, ok := perfdata.TrailerIdentifier(rec); ok && slices.Contains(b.samplerIDs, id) {
+		st = b.samplerST
+	}
+	sid, err := perfdata.ParseSampleID(rec, st)
+	if err != nil {
+		return LiveRecord{}, fmt.Errorf("live record type %d: %w", perfdata.RecordView(rec).Type(), err)
+	}
+	return LiveRecord{Time: sid.Time, Pid: sid.Pid, Tid: sid.Tid}, nil
+}
