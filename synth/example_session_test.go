@@ -116,6 +116,12 @@ func ExampleSession_ReadContext() {
 			n++
 		}
 	}
+	// The dump's build IDs and BPF programs, for perf buildid-list and
+	// perf report.
+	if err := w.WriteTables(s.LastDump().Tables); err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("records:", n > 0, "close:", w.Close())
 	// Output: records: true close: <nil>
 }

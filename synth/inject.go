@@ -102,9 +102,8 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	if err != nil {
 		return st, err
 	}
-	table := headerTables{bpf: bpfInfo{off: w.Pipe()}}
 	err = writeInit(w, init, func() error {
-		return writeSynth(w, &table, synth, o.sampleType(), seen, trailer, &st)
+		return writeSynth(w, synth, o.sampleType(), seen, trailer, &st)
 	})
 	for i := 0; err == nil && i < len(held); i++ {
 		err = w.WriteRecordPayload(held[i].data, held[i].payload)
@@ -121,7 +120,7 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	if errors.As(err, &fe) {
 		err = fmt.Errorf("read perf's stream: %w", err)
 	}
-	if err = finishPerfData(w, &table, o, err); err == nil {
+	if err = finishPerfData(w, nil, st.Dump.Tables, err); err == nil {
 		err = dumpErr
 	}
 	return st, err

@@ -60,7 +60,7 @@ func writeInit(w *perfdata.Writer, init *initRecords, synth func() error) error 
 // writeSynth writes the dump's records that perf's stream did not have
 // first, each with a trailer of perf's layout in place of the dump's,
 // zero as perf's own synthesized records have it.
-func writeSynth(w *perfdata.Writer, table *headerTables, recs *recordBuf, ours uint64, seen mapSet, trailer uint64, st *InjectStats) error {
+func writeSynth(w *perfdata.Writer, recs *recordBuf, ours uint64, seen mapSet, trailer uint64, st *InjectStats) error {
 	strip := perfdata.SampleIDSize(ours)
 	var buf []byte
 	for _, rec := range recs.recs {
@@ -71,7 +71,6 @@ func writeSynth(w *perfdata.Writer, table *headerTables, recs *recordBuf, ours u
 		buf = append(buf[:0], rec[:len(rec)-strip]...)
 		buf = perfdata.AppendSampleID(buf, trailer, &perfdata.SampleID{})
 		perfdata.RecordView(buf).SetSize(len(buf))
-		table.add(buf)
 		st.Written++
 		if err := w.WriteRecord(buf); err != nil {
 			return err

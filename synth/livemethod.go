@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -43,6 +44,7 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 		live, liveMaps int
 		liveLost       uint64
 		gen            uint64
+		tables         assemble.Tables // of the live records
 	)
 	for ended := false; !ended; {
 		n, err := m.s.ReadBatch(recs[:])
@@ -76,6 +78,7 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 			if err := emit(rec.Raw); err != nil {
 				return m.s.LastDump(), err
 			}
+			tables.AddLive(rec.Raw)
 			live++
 			switch rec.Type() {
 			case perfdata.RecordMmap2:
@@ -92,6 +95,7 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 	st.Records += live
 	st.Lost = m.s.Stats().Lost
 	st.LiveLost = liveLost
+	st.Tables.Merge(tables.Tables(false, !m.s.opts.NoBuildID))
 	return st, nil
 }
 

@@ -1,6 +1,7 @@
 package synth_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	"github.com/synth-dev/synth/internal/elfnote/elftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
+	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -170,4 +172,102 @@ func TestProcqueryNamesPerMountNS(t *testing.T) {
 			t.Errorf("%s-%d differs from procmaps:\n%s", m.name, m.threads, d)
 		}
 	}
+}
+
+// Each method returns, with its stats, the header tables of the records
+// it emitted: a build ID for every file whose MMAP2 record carries one,
+// the kernel's unless NoKernel, none with NoBuildID, and a program for
+// every PROG_LOAD written.
+func TestMethodTables(t *testing.T) {
+	testenv.Root(t)
+	good := filepath.Join(t.TempDir(), "good.so")
+	if err := os.WriteFile(good, elftest.Crafted()["good"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: good}}})
+	methods := []string{synth.MethodBPF, synth.MethodProcmaps}
+	if haveProcquery(t) {
+		methods = append(methods, synth.MethodProcquery)
+	}
+	for _, name := range methods {
+		for _, noBuildID := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/nobuildid=%v", name, noBuildID), func(t *testing.T) {
+				m, err := synth.OpenMethod(name, synth.MethodOptions{Options: synth.Options{Pids: []int{p.Pid}, NoBuildID: noBuildID}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				files := map[string][]byte{} // what the MMAP2 records carry
+				var loads []uint32
+				st, err := m.Dump(context.Background(), func(rec []byte) error {
+					switch perfdata.RecordView(rec).Type() {
+					case perfdata.RecordMmap2:
+						if mm := perfdata.Mmap2View(rec); mm.HasBuildID() {
+							files[string(mm.Filename())] = slices.Clone(mm.BuildID())
+						}
+					case perfdata.RecordBPFEvent:
+						if ev := perfdata.BPFEventView(rec); ev.EventType() == perfdata.BPFEventProgLoad {
+							loads = append(loads, ev.ID())
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkTables(t, st.Tables, files, loads, noBuildID)
+			})
+		}
+	}
+}
+
+func checkTables(t *testing.T, tab perfdata.Tables, files map[string][]byte, loads []uint32, noBuildID bool) {
+	t.Helper()
+	if noBuildID {
+		if len(tab.BuildIDs) != 0 || len(files) != 0 {
+			t.Errorf("NoBuildID: %d build IDs in the tables, %d in the records", len(tab.BuildIDs), len(files))
+		}
+	} else {
+		got := map[string][]byte{}
+		kernel := false
+		for _, e := range tab.BuildIDs {
+			switch {
+			case e.Filename == "[kernel.kallsyms]":
+				kernel = e.Misc == perfdata.MiscKernel && len(e.BuildID) > 0
+			case e.Misc == perfdata.MiscUser && e.Filename != "[vdso]":
+				got[e.Filename] = e.BuildID
+			}
+		}
+		if !maps.EqualFunc(got, files, bytes.Equal) {
+			t.Errorf("build IDs of the tables %x,\nof the records %x", got, files)
+		}
+		if !bytes.Equal(files[goodName(files)], elftest.GoodID) {
+			t.Errorf("the crafted file's build ID is not %x: %x", elftest.GoodID, files)
+		}
+		if _, err := os.Stat("/sys/kernel/notes"); err == nil && !kernel {
+			t.Errorf("no kernel build ID in the tables: %+v", tab.BuildIDs)
+		}
+	}
+	var progs []uint32
+	for _, pr := range tab.BPFProgs {
+		progs = append(progs, pr.ID)
+		if len(pr.Info) == 0 {
+			t.Errorf("program %d: empty perf_bpil entry", pr.ID)
+		}
+	}
+	slices.Sort(loads)
+	t.Logf("%d build IDs, %d programs", len(tab.BuildIDs), len(progs))
+	if !slices.Equal(progs, loads) {
+		t.Errorf("programs of the tables %v, PROG_LOAD records %v", progs, loads)
+	}
+}
+
+// goodName returns the name under which the records carry good.so.
+func goodName(files map[string][]byte) string {
+	for name := range files {
+		if filepath.Base(name) == "good.so" {
+			return name
+		}
+	}
+	return ""
 }

@@ -210,6 +210,14 @@ type Stats struct {
 	// take: a miss, read again by a later dump.
 	BuildIDsUncached int
 	Cached           int // files in the build-ID cache with a build ID
+
+	// Tables are what a perf.data header keeps about the dump's records,
+	// as perf record collects them: the build IDs of the kernel, its
+	// modules and the files mapped (none with NoBuildID), and the BPF
+	// programs whose PROG_LOAD events were written, with their BTF.
+	// WritePerfData writes them; a caller that writes the records
+	// itself passes them to perfdata.Writer.WriteTables.
+	Tables perfdata.Tables `json:"-"`
 }
 
 // Step is a part of a dump, or of the loading before it, and its wall

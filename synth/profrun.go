@@ -5,14 +5,19 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
 
 // profFile is an output file of a profile being written.
 type profFile struct {
-	w        *perfdata.Writer
-	table    headerTables
+	w *perfdata.Writer
+	// The header's tables: the dump's, and those of the live records
+	// written; host brings the host's features (see newPerfWriter).
+	dump     perfdata.Tables
+	live     assemble.Tables
+	host     <-chan []perfdata.Feature
 	close    func() error
 	inRound  bool  // it has records since its last FINISHED_ROUND
 	dumpSize int64 // its size once its dump was written; -1 before
@@ -20,7 +25,9 @@ type profFile struct {
 
 func (f *profFile) write(rec *Record) error {
 	f.inRound = f.inRound || rec.Kind != KindSynthesized
-	f.table.add(rec.Raw)
+	if rec.Kind != KindSynthesized {
+		f.live.AddLive(rec.Raw) // the dump's come with its stats
+	}
 	return f.w.WriteRecord(rec.Raw) // says "write perf.data: ..."
 }
 
@@ -98,7 +105,7 @@ func (r *profRun) open(first bool) error {
 		closeOut()
 		return err
 	}
-	r.cur = &profFile{w: w, close: closeOut, table: headerTables{bpf: bpfInfo{off: w.Pipe()}, host: host}, dumpSize: -1}
+	r.cur = &profFile{w: w, close: closeOut, host: host, dumpSize: -1}
 	r.dumpAt, r.dumpEnd = bpfmethod.MonotonicNow(), 0
 	// The dump runs to its end even when the profile is stopped early:
 	// it takes a fraction of a second and the samples need it.
@@ -137,6 +144,7 @@ func (r *profRun) dumped() error {
 		return err
 	}
 	r.cur.dumpSize = r.cur.w.Size()
+	r.cur.dump = r.p.s.LastDump().Tables
 	r.sw.dumped()
 	if r.old != nil {
 		r.dumpEnd = bpfmethod.MonotonicNow()
@@ -206,7 +214,9 @@ func (r *profRun) close(f *profFile, err error) error {
 	if err == nil {
 		err = f.endRound()
 	}
-	err = finishPerfData(f.w, &f.table, r.p.so.Options, err)
+	t := f.dump
+	t.Merge(f.live.Tables(false, !r.p.so.NoBuildID))
+	err = finishPerfData(f.w, f.host, t, err)
 	if cerr := f.close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close output: %w", cerr)
 	}

@@ -31,21 +31,15 @@ type WriteOptions struct {
 // way, what was written is still closed off as a valid perf.data file,
 // and the error is returned.
 func WritePerfData(ctx context.Context, m *Method, out io.Writer, opts WriteOptions) (Stats, error) {
-	attrs := m.Attrs()
-	o := m.opts
-	w, host, err := newPerfWriter(out, attrs, opts)
+	w, host, err := newPerfWriter(out, m.Attrs(), opts)
 	if err != nil {
 		return Stats{}, err
 	}
-	table := headerTables{bpf: bpfInfo{off: w.Pipe()}, host: host}
-	st, err := m.Dump(ctx, func(rec []byte) error {
-		table.add(rec)
-		return w.WriteRecord(rec)
-	})
+	st, err := m.Dump(ctx, w.WriteRecord)
 	if err == nil {
 		err = w.EndInit()
 	}
-	return st, finishPerfData(w, &table, o, err)
+	return st, finishPerfData(w, host, st.Tables, err)
 }
 
 // newPerfWriter starts perf.data on out under attrs, with the host's
@@ -75,25 +69,23 @@ func newPerfWriter(out io.Writer, attrs []perfdata.EventAttr, opts WriteOptions)
 	return w, host, nil
 }
 
-// finishPerfData closes off w after the records: the build IDs of table
-// (unless o.NoBuildID) and, in file mode, its BPF programs, then the
-// header or end. (In pipe mode, as with perf, the BPF sections were
-// written empty with the header, before the records.) It closes w even after
-// err, the error that ended the records, so what was written stays
-// readable, and returns the first error.
-func finishPerfData(w *perfdata.Writer, table *headerTables, o Options, err error) error {
-	if table.host != nil {
-		for _, f := range <-table.host {
+// finishPerfData closes off w after the records: the host's features
+// that come through host (file mode; nil in pipe mode), then the tables
+// t (see perfdata.Writer.WriteTables), then the header or end. After
+// err, the error that ended the records, the build IDs are left out, but
+// w is closed still, so that what was written stays readable; it
+// returns the first error.
+func finishPerfData(w *perfdata.Writer, host <-chan []perfdata.Feature, t perfdata.Tables, err error) error {
+	if host != nil {
+		for _, f := range <-host {
 			_ = w.AddFeature(f) // file mode: kept for Close, no error
 		}
 	}
-	if err == nil && !o.NoBuildID {
-		err = w.WriteBuildIDs(table.buildIDs.events(o.NoKernel))
+	if err != nil {
+		t.BuildIDs = nil
 	}
-	if !w.Pipe() {
-		for _, f := range table.bpf.features() {
-			_ = w.AddFeature(f) // file mode: kept for Close, no error
-		}
+	if terr := w.WriteTables(t); err == nil {
+		err = terr
 	}
 	if cerr := w.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("finish perf.data: %w", cerr)

@@ -63,6 +63,7 @@ func (d *Assembler) bpfProgram(p *bpfprog.Prog, rawBTF []byte) error {
 	if d.opts.NoBPFEvent {
 		return nil
 	}
+	d.tables.addProg(p, rawBTF)
 	e := perfdata.BPFEvent{Type: perfdata.BPFEventProgLoad, ID: p.ID(), Tag: p.Tag()}
 	return d.emitKernel(e.Append(d.buf[:0], d.sampleType, d.sampleID(kernelPid, 0)))
 }
@@ -72,7 +73,7 @@ func (d *Assembler) emitKernel(rec []byte) error {
 	d.buf = rec
 	d.Stats.Kernel++
 	d.Stats.Records++
-	return d.emit(rec)
+	return d.Emit(rec)
 }
 
 // rawBTF returns BTF object id; nil when the program has none or it

@@ -24,7 +24,7 @@ func (d *Assembler) Cgroups() error {
 		d.buf = c.Append(d.buf[:0], d.sampleType, d.sampleID(0, 0))
 		d.Stats.Cgroups++
 		d.Stats.Records++
-		return d.emit(d.buf)
+		return d.Emit(d.buf)
 	})
 	if err != nil {
 		return fmt.Errorf("synthesize cgroups: %w", err)

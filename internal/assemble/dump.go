@@ -40,7 +40,8 @@ type Assembler struct {
 	cur    uint32              // process whose mappings are being written
 	inProc bool
 
-	buf []byte // the record being emitted
+	buf    []byte // the record being emitted
+	tables Tables // of the records emitted
 }
 
 type span struct{ off, n int }
@@ -146,9 +147,10 @@ func (d *Assembler) AddVMA(rec []byte) error {
 	if d.Trailed {
 		d.Stats.Records++
 		if d.Held != nil {
+			d.tables.Add(rec)
 			return d.Held(rec)
 		}
-		return d.emit(rec)
+		return d.Emit(rec)
 	}
 	return d.write(rec)
 }
@@ -209,7 +211,7 @@ func (d *Assembler) endProc() error {
 	d.buf = d.gate.append(d.buf[:0], d.sampleType, d.sampleID(d.cur, d.cur))
 	d.Stats.Mappings++
 	d.Stats.Records++
-	return d.emit(d.buf)
+	return d.Emit(d.buf)
 }
 
 // finish writes what is still held back after the mapping pass.
@@ -231,8 +233,18 @@ func (d *Assembler) LockedOut(pid int) { d.Stats.LockedOut = append(d.Stats.Lock
 // Groups returns the processes the thread pass saw, ascending.
 func (d *Assembler) Groups() []uint32 { return d.order }
 
+// Emit hands a record to the dump's emit, noting what it names in the
+// dump's tables. Every record of a dump goes through it, or through
+// Held.
+func (d *Assembler) Emit(rec []byte) error {
+	d.tables.Add(rec)
+	return d.emit(rec)
+}
+
+// FinishStats returns the dump's statistics, with its tables.
 func (d *Assembler) FinishStats() Stats {
 	d.Stats.Elapsed = time.Since(d.start)
+	d.Stats.Tables = d.tables.Tables(!d.opts.NoKernel, !d.opts.NoBuildID)
 	return d.Stats
 }
 
@@ -243,7 +255,7 @@ func (d *Assembler) write(rec []byte) error {
 	d.buf = perfdata.AppendSampleID(d.buf, d.sampleType, d.sampleID(perfdata.RecordView(rec).Pid(), perfdata.RecordView(rec).Tid()))
 	perfdata.RecordView(d.buf).SetSize(len(d.buf))
 	d.Stats.Records++
-	return d.emit(d.buf)
+	return d.Emit(d.buf)
 }
 
 // sampleID is the trailer of a synthesized record of thread pid/tid.

@@ -252,6 +252,10 @@ type Stats struct {
 	// take: a miss, read again by a later dump.
 	BuildIDsUncached int
 	Cached           int // files in the build-ID cache with a build ID
+
+	// Tables are what perf.data's header keeps about the records
+	// emitted: build IDs (none with NoBuildID) and BPF programs.
+	Tables perfdata.Tables `json:"-"`
 }
 
 // Step is a part of a dump, or of the loading before it, and its wall

@@ -110,9 +110,9 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (assembl
 		d.Stats.FileMappings += r.files
 		d.Stats.BuildIDMappings += r.buildIDs
 		for rec := r.recs; len(rec) >= 8; {
-			n := int(uint16(rec[6]) | uint16(rec[7])<<8)
+			n := perfdata.RecordView(rec).Size()
 			d.Stats.Records++
-			if err := emit(rec[:n]); err != nil {
+			if err := d.Emit(rec[:n]); err != nil {
 				return err
 			}
 			rec = rec[n:]
