@@ -459,3 +459,41 @@ func SampleIdentifierOf(rec []byte) (uint64, bool) {
 	}
 	return le.Uint64(rec[headerSize:]), true
 }
+
+// SampleRawOf returns the RAW data of a PERF_RECORD_SAMPLE of an event
+// of sample_type st, in place: the size bytes after its u32 size,
+// without the padding. false when st has no RAW, has READ (whose size
+// depends on the read_format), or the record is short.
+func SampleRawOf(rec []byte, st uint64) ([]byte, bool) {
+	if st&SampleRaw == 0 || st&SampleRead != 0 {
+		return nil, false
+	}
+	off := headerSize
+	for _, f := range []struct {
+		bit  uint64
+		size int
+	}{{SampleIdentifier, 8}, {SampleIP, 8}, {SampleTID, 8}, {SampleTime, 8}, {SampleAddr, 8},
+		{SampleTypeID, 8}, {SampleStreamID, 8}, {SampleCPU, 8}, {SamplePeriod, 8}} {
+		if st&f.bit != 0 {
+			off += f.size
+		}
+	}
+	if st&SampleCallchain != 0 {
+		if len(rec) < off+8 {
+			return nil, false
+		}
+		nr := le.Uint64(rec[off:])
+		if nr > uint64(len(rec)) {
+			return nil, false
+		}
+		off += 8 + 8*int(nr)
+	}
+	if len(rec) < off+4 {
+		return nil, false
+	}
+	size := int(le.Uint32(rec[off:]))
+	if size > len(rec)-off-4 {
+		return nil, false
+	}
+	return rec[off+4 : off+4+size], true
+}

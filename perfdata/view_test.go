@@ -58,3 +58,43 @@ func TestViews(t *testing.T) {
 		t.Errorf("mmap view: %q", MmapView(k).Filename())
 	}
 }
+
+// The in-place readers of a sample agree with ParseSample for every
+// layout of the fields before them.
+func TestSampleInPlace(t *testing.T) {
+	raw := []byte("synth_hdr and a record")
+	for _, st := range []uint64{
+		SampleIdentifier | SampleTID | SampleTime | SampleRaw, // the BPF output events'
+		SampleIP | SampleTID | SampleTime | SampleCPU | SamplePeriod | SampleCallchain | SampleRaw,
+		SampleIdentifier | SampleIP | SampleTID | SampleTime | SampleAddr | SampleTypeID | SampleStreamID | SampleRaw,
+		SampleTID | SampleTime, // no RAW
+	} {
+		a := &Attr{SampleType: st}
+		s := Sample{Identifier: 7, IP: 0x401000, Pid: 11, Tid: 12, Time: 1234, Addr: 5, ID: 6, StreamID: 8,
+			CPU: 1, Period: 9, Callchain: []uint64{1, 2, 3}, Raw: raw}
+		rec := s.Append(nil, a)
+		p, err := ParseSample(rec, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tm, ok := SampleTimeOf(rec, st); !ok || tm != p.Time {
+			t.Errorf("%#x: SampleTimeOf %d %v, want %d", st, tm, ok, p.Time)
+		}
+		if pid, tid, ok := SampleTIDOf(rec, st); !ok || pid != p.Pid || tid != p.Tid {
+			t.Errorf("%#x: SampleTIDOf %d/%d %v, want %d/%d", st, pid, tid, ok, p.Pid, p.Tid)
+		}
+		got, ok := SampleRawOf(rec, st)
+		if st&SampleRaw == 0 {
+			if ok {
+				t.Errorf("%#x: SampleRawOf found RAW in a sample without it", st)
+			}
+			continue
+		}
+		if !ok || string(got) != string(raw) {
+			t.Errorf("%#x: SampleRawOf %q %v, want %q", st, got, ok, raw)
+		}
+		if _, ok := SampleRawOf(rec[:len(rec)-len(raw)], st); ok {
+			t.Errorf("%#x: SampleRawOf read a RAW cut short", st)
+		}
+	}
+}

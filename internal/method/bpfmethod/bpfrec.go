@@ -20,11 +20,6 @@ const (
 	recMinSize = 8 + 8 // perf_event_header + pid/tid
 )
 
-// Offset of the raw size in a sample of a BPF output event
-// (ringSampleType), from the start of the record: header 8, identifier
-// 8, pid/tid 8, time 8.
-const sampleRawOffset = 32
-
 // bpfRecord is one record taken out of a ring, referring into a round's
 // arena.
 type bpfRecord struct {
@@ -60,10 +55,11 @@ func (r *round) reset() {
 func (r *round) addOut(cpu int, rec []byte) error {
 	switch perfdata.RecordView(rec).Type() {
 	case perfdata.RecordSample:
-		if len(rec) < sampleRawOffset+4 {
-			return fmt.Errorf("cpu %d: short sample (%d bytes)", cpu, len(rec))
+		raw, ok := perfdata.SampleRawOf(rec, ringSampleType)
+		if !ok {
+			return fmt.Errorf("cpu %d: BPF sample of %d bytes without its raw data", cpu, len(rec))
 		}
-		return r.addBPF(cpu, rec)
+		return r.addBPF(cpu, raw)
 	case perfdata.RecordLost:
 		if l := perfdata.LostView(rec); l.Fits() {
 			r.lost += l.Lost()
@@ -79,16 +75,11 @@ func (r *round) addLive(_ int, rec []byte) error {
 	return nil
 }
 
-// addBPF unwraps the records the programs emitted from a RAW sample: one
-// record (the iterators' per-VMA output) or a batch of them (the maple
-// walk), each a struct synth_hdr and a perf record, 8-byte aligned.
-func (r *round) addBPF(cpu int, sample []byte) error {
-	size := int(binary.NativeEndian.Uint32(sample[sampleRawOffset:]))
-	raw := sample[sampleRawOffset+4:]
-	if size > len(raw) {
-		return fmt.Errorf("cpu %d: BPF sample raw size %d out of range", cpu, size)
-	}
-	raw = raw[:size]
+// addBPF unwraps the records the programs emitted from a sample's RAW
+// data: one record (the iterators' per-VMA output) or a batch of them
+// (the maple walk), each a struct synth_hdr and a perf record, 8-byte
+// aligned.
+func (r *round) addBPF(cpu int, raw []byte) error {
 	for len(raw) >= hdrSize+recMinSize {
 		rec := raw[hdrSize:]
 		n := perfdata.RecordView(rec).Size()

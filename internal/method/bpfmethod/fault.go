@@ -1,9 +1,10 @@
 package bpfmethod
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
+
+	synthbpf "github.com/synth-dev/synth/bpf"
 )
 
 // Fault is a failure a test makes happen to the maple walk of one
@@ -41,15 +42,9 @@ func (b *BPF) InjectFault(pid int, f Fault) {
 	}
 }
 
-// Offsets in struct resume_at (bpf/walk.bpf.h).
-const (
-	resumeMMOff    = 24
-	resumeSeqOff   = 32
-	resumeStartOff = 40
-	resumeSize     = 48
-)
-
-// apply makes a resume fault happen before the chunks of pids run.
+// apply makes a resume fault happen before the chunks of pids run: it
+// changes the walk's saved place (struct resume_at, bpf/walk.bpf.h) so
+// that the next chunk must refuse it.
 func (fa faultAt) apply(objs *objects, pids []int) error {
 	if fa.f == FaultNone || fa.f == FaultDropWalk || !slices.Contains(pids, int(fa.pid)) {
 		return nil
@@ -57,17 +52,17 @@ func (fa faultAt) apply(objs *objects, pids []int) error {
 	if fa.f == FaultLoseResume {
 		return objs.Resumes.Delete(fa.pid)
 	}
-	v := make([]byte, resumeSize)
+	var v synthbpf.SynthResumeAt
 	if err := objs.Resumes.Lookup(fa.pid, &v); err != nil {
 		return fmt.Errorf("fault: resume state of %d: %w", fa.pid, err)
 	}
-	off := resumeSeqOff
 	switch fa.f {
 	case FaultResumeMM:
-		off = resumeMMOff
+		v.Mm += 2
 	case FaultResumePid:
-		off = resumeStartOff
+		v.Start += 2
+	default:
+		v.Seq += 2
 	}
-	binary.NativeEndian.PutUint32(v[off:], binary.NativeEndian.Uint32(v[off:])+2)
-	return objs.Resumes.Put(fa.pid, v)
+	return objs.Resumes.Put(fa.pid, &v)
 }
