@@ -75,6 +75,9 @@ const tagSize = 8 // BPF_TAG_SIZE
 // makes no sense does not allocate without end.
 const maxArray = 64 << 20
 
+// ne reads and writes struct bpf_prog_info as the kernel fills it, in
+// the host's byte order, which is also the order perf.data entries keep
+// it in (perf writes the kernel's struct as it got it).
 var ne = binary.NativeEndian
 
 func u32(info []byte, off int) uint32 { return ne.Uint32(info[off:]) }

@@ -1,7 +1,6 @@
 package buildid
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,7 +173,7 @@ func Kernel() []byte {
 	if err != nil {
 		return nil
 	}
-	return elfnote.FromNotes(b, binary.NativeEndian)
+	return elfnote.FromNotes(b, kernelOrder)
 }
 
 // Module reads the build ID of a loaded module from the notes the
@@ -189,5 +188,5 @@ func Module(sysModule, name string) []byte {
 	if err != nil {
 		return nil
 	}
-	return elfnote.FromNotes(b, binary.NativeEndian)
+	return elfnote.FromNotes(b, kernelOrder)
 }

@@ -9,6 +9,12 @@ import (
 	"github.com/synth-dev/synth/internal/elfnote"
 )
 
+// kernelOrder reads what the kernel hands out in its own layout, the
+// host's byte order: the auxv (/proc/self/auxv), and the ELF notes of
+// /sys/kernel/notes and /sys/module/NAME/notes. A mapped file's notes
+// are read in the file's byte order instead.
+var kernelOrder = binary.NativeEndian
+
 // atSysinfoEhdr is AT_SYSINFO_EHDR (include/uapi/linux/auxvec.h): the
 // address of the vDSO the kernel mapped into the process.
 const atSysinfoEhdr = 33
@@ -28,8 +34,8 @@ func VDSO() []byte {
 	}
 	var start uint64
 	for len(auxv) >= 16 {
-		if binary.NativeEndian.Uint64(auxv) == atSysinfoEhdr {
-			start = binary.NativeEndian.Uint64(auxv[8:])
+		if kernelOrder.Uint64(auxv) == atSysinfoEhdr {
+			start = kernelOrder.Uint64(auxv[8:])
 		}
 		auxv = auxv[16:]
 	}

@@ -2,7 +2,6 @@ package bpfmethod
 
 import (
 	"cmp"
-	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -87,9 +86,9 @@ func (r *round) addBPF(cpu int, raw []byte) error {
 			return fmt.Errorf("cpu %d: BPF record size %d out of range", cpu, n)
 		}
 		r.recs = append(r.recs, bpfRecord{
-			seq:  binary.NativeEndian.Uint64(raw[hdrSeq:]),
-			gen:  binary.NativeEndian.Uint64(raw[hdrGen:]),
-			time: binary.NativeEndian.Uint64(raw[hdrTime:]),
+			seq:  hostOrder.Uint64(raw[hdrSeq:]),
+			gen:  hostOrder.Uint64(raw[hdrGen:]),
+			time: hostOrder.Uint64(raw[hdrTime:]),
 			off:  len(r.arena),
 			n:    n,
 		})

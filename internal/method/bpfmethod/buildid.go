@@ -199,10 +199,10 @@ func (b *BPF) startPending(rec []byte) error {
 		return fmt.Errorf("pending record of %d bytes", len(rec))
 	}
 	var key synthbpf.SynthSynthFileKey
-	if _, err := binary.Decode(rec[pendKey:pendStart], binary.NativeEndian, &key); err != nil {
+	if _, err := binary.Decode(rec[pendKey:pendStart], hostOrder, &key); err != nil {
 		return fmt.Errorf("pending record: %w", err)
 	}
-	le := binary.NativeEndian
+	le := hostOrder
 	b.startRead(key, buildid.Mapping{Pid: int(perfdata.RecordView(rec).Pid()), Start: le.Uint64(rec[pendStart:]),
 		End: le.Uint64(rec[pendStart+8:])})
 	b.early[key] = struct{}{}

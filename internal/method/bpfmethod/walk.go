@@ -2,7 +2,6 @@ package bpfmethod
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -184,7 +183,7 @@ func (h *walkHold) end(rec []byte) error {
 		return fmt.Errorf("walk record of %d bytes", len(rec))
 	}
 	pid := perfdata.RecordView(rec).Pid()
-	status := binary.NativeEndian.Uint32(rec[walkStatus:])
+	status := hostOrder.Uint32(rec[walkStatus:])
 	if pid == h.dropWalk && pid != 0 && status == walkDone {
 		return nil // as if its batch was lost after the chunks before
 	}
@@ -512,7 +511,7 @@ var (
 // and file), into buf. next is a struct synth_mmap2_next of
 // bpf/synth.h, in the kernel's byte order, as the programs wrote it.
 func expandNext(buf, prev, next []byte) ([]byte, error) {
-	ne := binary.NativeEndian
+	ne := hostOrder
 	if len(next) < nextSize {
 		return nil, fmt.Errorf("short MMAP2 record of %d bytes", len(next))
 	}
