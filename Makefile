@@ -10,10 +10,10 @@ OUT     ?= perf.data
 # hotspot (its perfparser) and cargo with librust-linux-perf-data-dev,
 # the outside perf.data readers of the tests (built offline, see
 # testdata/perfread).
-APT_PKGS := clang-19 llvm-19 libbpf-dev linux-perf gcc python3-fusepy hotspot cargo librust-linux-perf-data-dev
+APT_PKGS := clang-19 llvm-19 libbpf-dev linux-perf gcc python3-fusepy hotspot cargo librust-linux-perf-data-dev nodejs
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build dump deps generate check-generate test vet vmtest vmtest-short clean
+.PHONY: all build dump deps generate check-generate test vet perfdata-js vmtest vmtest-short clean
 
 all: build
 
@@ -30,7 +30,7 @@ deps:
 	    ! command -v perf >/dev/null || ! command -v gcc >/dev/null || ! command -v readelf >/dev/null || \
 	    [ ! -f /usr/include/bpf/bpf_helpers.h ] || ! /usr/bin/python3 -c 'import fusepy' 2>/dev/null || \
 	    [ ! -x /usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser ] || [ ! -x /usr/bin/cargo ] || \
-	    ! ls -d /usr/share/cargo/registry/linux-perf-data-* >/dev/null 2>&1; then \
+	    ! ls -d /usr/share/cargo/registry/linux-perf-data-* >/dev/null 2>&1 || ! command -v node >/dev/null; then \
 		echo "installing $(APT_PKGS)"; \
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(APT_PKGS); \
@@ -53,6 +53,14 @@ vet:
 	GOOS=darwin $(GO) build ./perfdata
 	GOOS=darwin $(GO) vet ./perfdata
 	GOOS=windows $(GO) vet ./perfdata
+	$(MAKE) perfdata-js
+
+# perfdata's tests run off Linux too: under js/wasm, with node (Go's
+# lib/wasm/go_js_wasm_exec). Without node this is said, not failed.
+perfdata-js:
+	@if command -v node >/dev/null; then \
+		PATH="$$PATH:$$($(GO) env GOROOT)/lib/wasm" GOOS=js GOARCH=wasm $(GO) test -count=1 ./perfdata; \
+	else echo "perfdata-js: no node: perfdata's tests were not run off Linux"; fi
 
 # Every test, with skips for missing root/BPF/perf/clang turned into failures.
 # One package at a time: the tests that run perf record -a must not see

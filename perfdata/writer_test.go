@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,6 +115,9 @@ func TestWriterMode(t *testing.T) {
 		t.Errorf("regular file: pipe=%v, %v", w != nil && w.Pipe(), err)
 	}
 	rd, wr, err := os.Pipe()
+	if err != nil && runtime.GOOS != "linux" {
+		t.Skipf("pipe mode not checked: %v", err) // js/wasm has no pipes
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
