@@ -31,6 +31,7 @@
 // applying a Session's records. Inject adds one dump's state to the
 // pipe of an unmodified `perf record -o -`, as synth inject does.
 //
-// BPF runs as root, or with CAP_BPF and CAP_PERFMON; without them NewBPF
-// and NewSession return a *PermissionError naming what is missing.
+// BPF runs as root, or with CAP_BPF and CAP_PERFMON; without them
+// OpenMethod and NewSession return a *PermissionError naming what is
+// missing.
 package synth
