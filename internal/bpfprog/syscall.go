@@ -17,6 +17,14 @@ import (
 // record treats it.
 var ErrPermission = errors.New("listing BPF programs needs CAP_SYS_ADMIN")
 
+// Listing goes through cilium/ebpf (IDs, HasTracingLinks). Reading a
+// program or a BTF object does not: perf keeps the kernel's struct
+// bpf_prog_info and the raw BTF as the kernel fills them, arrays
+// included, and cilium/ebpf decodes both into its own types and keeps
+// no bytes; its NewProgramFromID also reads the info once more to name
+// the program. So the two commands are issued here, with the bpf_attr
+// layouts below (include/uapi/linux/bpf.h).
+
 // idAttr is the bpf_attr of the GET_FD_BY_ID commands: the object's
 // id, next_id, open_flags.
 type idAttr struct {
