@@ -71,14 +71,15 @@ func TestWriteTables(t *testing.T) {
 		}
 		var ids []BuildIDEvent
 		addIDs := func(b []byte) {
-			for len(b) >= 8 && RecordView(b).Size() >= 8 && RecordView(b).Size() <= len(b) {
-				n := RecordView(b).Size()
-				e, err := ParseBuildIDEvent(b[:n])
+			for rec, err := range Records(b) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				e, err := ParseBuildIDEvent(rec)
 				if err != nil {
 					t.Fatal(err)
 				}
 				ids = append(ids, e)
-				b = b[n:]
 			}
 		}
 		addIDs(featureData(rd.Features(), FeatBuildID))

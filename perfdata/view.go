@@ -1,6 +1,9 @@
 package perfdata
 
-import "bytes"
+import (
+	"bytes"
+	"iter"
+)
 
 // Views read and patch records in place, without decoding or
 // allocating: for the paths that look at a field or two of every record
@@ -229,4 +232,29 @@ func cStringBytes(b []byte) []byte {
 		return b[:i]
 	}
 	return b
+}
+
+// Records iterates over records laid back to back, as a ring, a
+// HEADER_BUILD_ID section or a buffer of synthesized records holds them:
+// each is a slice of b, header included. It ends at the end of b, or
+// with a *FormatError for a record whose size is out of range.
+func Records(b []byte) iter.Seq2[RecordView, error] {
+	return func(yield func(RecordView, error) bool) {
+		for off := 0; off < len(b); {
+			rest := b[off:]
+			if len(rest) < headerSize {
+				yield(nil, errorf(int64(off), "record header cut short: %d bytes left", len(rest)))
+				return
+			}
+			n := RecordView(rest).Size()
+			if n < headerSize || n > len(rest) {
+				yield(nil, errorf(int64(off), "record size %d out of range: %d bytes left", n, len(rest)))
+				return
+			}
+			if !yield(RecordView(rest[:n]), nil) {
+				return
+			}
+			off += n
+		}
+	}
 }

@@ -2,6 +2,8 @@ package perfdata
 
 import (
 	"bytes"
+	"errors"
+	"slices"
 	"testing"
 )
 
@@ -95,6 +97,44 @@ func TestSampleInPlace(t *testing.T) {
 		}
 		if _, ok := SampleRawOf(rec[:len(rec)-len(raw)], st); ok {
 			t.Errorf("%#x: SampleRawOf read a RAW cut short", st)
+		}
+	}
+}
+
+// Records walks back-to-back records and stops, with the offset, at one
+// whose size is out of range.
+func TestRecords(t *testing.T) {
+	a := (&Comm{Pid: 1, Tid: 1, Comm: "a"}).Append(nil, 0, nil)
+	b := (&Mmap2{Pid: 2, Tid: 2, Filename: "/lib/b"}).Append(nil, 0, nil)
+	buf := append(append([]byte(nil), a...), b...)
+	var types []RecordType
+	for rec, err := range Records(buf) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, rec.Type())
+	}
+	if len(types) != 2 || types[0] != RecordComm || types[1] != RecordMmap2 {
+		t.Errorf("types %v, want COMM, MMAP2", types)
+	}
+	for _, bad := range [][]byte{
+		append(slices.Clone(buf), 1, 2, 3),              // a header cut short
+		append(slices.Clone(a), b[:len(b)-1]...),        // a record cut short
+		append(slices.Clone(a), 0, 0, 0, 0, 0, 0, 0, 0), // size 0
+	} {
+		var fe *FormatError
+		n := 0
+		for _, err := range Records(bad) {
+			if err != nil {
+				if !errors.As(err, &fe) || fe.Off != int64(len(a)) && fe.Off != int64(len(buf)) {
+					t.Errorf("error %v, want a FormatError at %d or %d", err, len(a), len(buf))
+				}
+				break
+			}
+			n++
+		}
+		if fe == nil {
+			t.Errorf("%d bytes: no error after %d records", len(bad), n)
 		}
 	}
 }

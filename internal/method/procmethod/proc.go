@@ -3,6 +3,7 @@ package procmethod
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"slices"
 	"strconv"
@@ -109,13 +110,14 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (assembl
 		d.Stats.Mappings += r.maps
 		d.Stats.FileMappings += r.files
 		d.Stats.BuildIDMappings += r.buildIDs
-		for rec := r.recs; len(rec) >= 8; {
-			n := perfdata.RecordView(rec).Size()
+		for rec, err := range perfdata.Records(r.recs) {
+			if err != nil {
+				return fmt.Errorf("pid %d: %w", r.pid, err)
+			}
 			d.Stats.Records++
-			if err := d.Emit(rec[:n]); err != nil {
+			if err := d.Emit(rec); err != nil {
 				return err
 			}
-			rec = rec[n:]
 		}
 		putRecs(r.recs)
 		return nil
