@@ -142,9 +142,11 @@ func (t *Tables) Tables(kernel, buildIDs bool) perfdata.Tables {
 
 func (t *Tables) buildIDs(kernel bool, sysModule string) []perfdata.BuildIDEvent {
 	var evs []perfdata.BuildIDEvent
-	if id := buildid.Kernel(); id != nil && kernel {
-		evs = append(evs, perfdata.BuildIDEvent{Misc: perfdata.MiscKernel, Pid: -1,
-			BuildID: id, Filename: "[kernel.kallsyms]"})
+	if kernel {
+		if id := buildid.Kernel(); id != nil {
+			evs = append(evs, perfdata.BuildIDEvent{Misc: perfdata.MiscKernel, Pid: -1,
+				BuildID: id, Filename: "[kernel.kallsyms]"})
+		}
 	}
 	evs = append(evs, t.moduleEvents(sysModule)...)
 	for _, name := range slices.Sorted(maps.Keys(t.ids)) {
