@@ -38,7 +38,7 @@ synth synth.test ^(TestDumpMatchesProc|TestKernelFallbacks)$
 internal/bpfiter bpfiter.test .
 internal/bpfprog bpfprog.test .
 internal/method/bpfmethod bpfmethod.test .
-synth synth.test ^(TestDumpMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkFallback|TestWalkChunks|TestWalkFaults|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestKernelFallbackLoadsLate|TestMethodsAgree|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive)$
+synth synth.test ^(TestDumpMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkFallback|TestWalkChunks|TestWalkFaults|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestKernelFallbackLoadsLate|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive)$
 cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestBuildIDsPerf|TestMethodsPerf|TestAutoFallback|TestNoVsyscallFor32Bit|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestBPFEventsMatchPerf|TestDumpLockedProcess)$
 "
 	;;
