@@ -461,9 +461,10 @@ func SampleIdentifierOf(rec []byte) (uint64, bool) {
 }
 
 // SampleRawOf returns the RAW data of a PERF_RECORD_SAMPLE of an event
-// of sample_type st, in place: the size bytes after its u32 size,
-// without the padding. false when st has no RAW, has READ (whose size
-// depends on the read_format), or the record is short.
+// of sample_type st, in place: the size bytes after its u32 size (the
+// kernel counts the padding to 8 bytes in that size). false when st has
+// no RAW, has READ (whose size depends on the read_format), or the
+// record is short.
 func SampleRawOf(rec []byte, st uint64) ([]byte, bool) {
 	if st&SampleRaw == 0 || st&SampleRead != 0 {
 		return nil, false

@@ -234,8 +234,8 @@ func cStringBytes(b []byte) []byte {
 	return b
 }
 
-// Records iterates over records laid back to back, as a ring, a
-// HEADER_BUILD_ID section or a buffer of synthesized records holds them:
+// Records iterates over records laid back to back, as a HEADER_BUILD_ID
+// section or a buffer of records copied out of the rings holds them:
 // each is a slice of b, header included. It ends at the end of b, or
 // with a *FormatError for a record whose size is out of range.
 func Records(b []byte) iter.Seq2[RecordView, error] {
