@@ -95,7 +95,7 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 	st.Records += live
 	st.Lost = m.s.Stats().Lost
 	st.LiveLost = liveLost
-	st.Tables.Merge(tables.Tables(false, !m.s.opts.NoBuildID))
+	st.Tables.Merge(tables.Result(false, !m.s.opts.NoBuildID))
 	return st, nil
 }
 

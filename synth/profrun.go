@@ -215,7 +215,7 @@ func (r *profRun) close(f *profFile, err error) error {
 		err = f.endRound()
 	}
 	t := f.dump
-	t.Merge(f.live.Tables(false, !r.p.so.NoBuildID))
+	t.Merge(f.live.Result(false, !r.p.so.NoBuildID))
 	err = finishPerfData(f.w, f.host, t, err)
 	if cerr := f.close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close output: %w", cerr)

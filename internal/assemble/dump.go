@@ -244,7 +244,7 @@ func (d *Assembler) Emit(rec []byte) error {
 // FinishStats returns the dump's statistics, with its tables.
 func (d *Assembler) FinishStats() Stats {
 	d.Stats.Elapsed = time.Since(d.start)
-	d.Stats.Tables = d.tables.Tables(!d.opts.NoKernel, !d.opts.NoBuildID)
+	d.Stats.Tables = d.tables.Result(!d.opts.NoKernel, !d.opts.NoBuildID)
 	return d.Stats
 }
 

@@ -120,16 +120,16 @@ func (t *Tables) addKernelMap(rec []byte) {
 	}
 }
 
-// Tables returns what was collected. The build IDs, unless !buildIDs,
+// Result returns what was collected. The build IDs, unless !buildIDs,
 // are the kernel's (from /sys/kernel/notes) if kernel, then its
 // modules' (from /sys/module), in map order, as misc KERNEL; then the
 // files sorted by name, and the 64-bit vDSO's as [vdso] when a mapping
 // of it was added, as perf lists them. The programs and BTF objects are
 // in id order.
-func (t *Tables) Tables(kernel, buildIDs bool) perfdata.Tables {
+func (t *Tables) Result(kernel, buildIDs bool) perfdata.Tables {
 	var out perfdata.Tables
 	if buildIDs {
-		out.BuildIDs = t.buildIDs(kernel, sysModule)
+		out.BuildIDs = t.buildIDs(kernel)
 	}
 	for _, id := range slices.Sorted(maps.Keys(t.progs)) {
 		out.BPFProgs = append(out.BPFProgs, perfdata.BPFProg{ID: id, Info: t.progs[id]})
@@ -140,7 +140,7 @@ func (t *Tables) Tables(kernel, buildIDs bool) perfdata.Tables {
 	return out
 }
 
-func (t *Tables) buildIDs(kernel bool, sysModule string) []perfdata.BuildIDEvent {
+func (t *Tables) buildIDs(kernel bool) []perfdata.BuildIDEvent {
 	var evs []perfdata.BuildIDEvent
 	if kernel {
 		if id := buildid.Kernel(); id != nil {
