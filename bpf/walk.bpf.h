@@ -184,7 +184,10 @@ struct walk {
 	struct last_file *lf;
 };
 
+/* libbpf's bpf_helpers.h defines it from 1.4 on; bookworm's 1.1 does not. */
+#ifndef __arg_trusted
 #define __arg_trusted __attribute__((btf_decl_tag("arg:trusted")))
+#endif
 
 /* Reads the path of the file of the VMA at start from a VMA the
  * verifier trusts, into lf->path, and checks that it is still the walk's
@@ -195,6 +198,7 @@ __noinline long walk_path(struct task_struct *task __arg_trusted, __u64 start, _
 {
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *v, *u;
+	struct file *f;
 	long n = -1;
 
 	if (!lf || !walk_provable())
@@ -208,9 +212,13 @@ __noinline long walk_path(struct task_struct *task __arg_trusted, __u64 start, _
 		u = bpf_rdonly_cast(v, bpf_core_type_id_kernel(struct vm_area_struct));
 		if (u->vm_start < start)
 			continue; /* covers start: the walk's VMA is gone */
-		if (u->vm_start == start && (__u64)u->vm_file == file && file)
-			n = bpf_d_path((struct path *)&v->vm_file->f_path, lf->path,
-				       sizeof(lf->path));
+		/* The file is read from the trusted VMA and checked for NULL
+		 * itself: from 7.x the verifier types a trusted VMA's vm_file
+		 * as trusted or NULL, and the copy's check proves nothing
+		 * about it ("pointer arithmetic before NULL check"). */
+		f = v->vm_file;
+		if (f && u->vm_start == start && (__u64)f == file)
+			n = bpf_d_path((struct path *)&f->f_path, lf->path, sizeof(lf->path));
 		break;
 	}
 	bpf_iter_task_vma_destroy(&it);
