@@ -20,17 +20,24 @@ import (
 // refusing the walk is what synth must do.
 func needMaple(t *testing.T) {
 	t.Helper()
+	walk, why := autoWalk(t)
+	if unsafe := (*bpfmethod.UnsafeIterError)(nil); errors.As(why, &unsafe) {
+		t.Skipf("no maple walk on this kernel, rightly: %v", why)
+	}
+	testenv.Kernel(t, walk == synth.WalkMaple, "6.14", fmt.Sprint(why))
+}
+
+// autoWalk returns the walk the BPF method chooses on this kernel, and
+// why it is not the maple walk.
+func autoWalk(t *testing.T) (string, error) {
+	t.Helper()
 	testenv.Root(t)
 	b, err := synth.NewBPF(synth.Options{NoKernel: true, NoBuildID: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	walk, why := b.Walk()
-	b.Close()
-	if unsafe := (*bpfmethod.UnsafeIterError)(nil); errors.As(why, &unsafe) {
-		t.Skipf("no maple walk on this kernel, rightly: %v", why)
-	}
-	testenv.Kernel(t, walk == synth.WalkMaple, "6.14", fmt.Sprint(why))
+	defer b.Close()
+	return b.Walk()
 }
 
 // haveProcquery reports whether this kernel has the PROCMAP_QUERY ioctl;
@@ -60,17 +67,26 @@ func needProcquery(t *testing.T) {
 // Where the kernel cannot run one of the programs, the dump stays exact
 // and says why: without the maple walk's program the BPF method reads
 // with the task_vma iterator; without the iterator's, --method bpf fails
-// naming it and auto falls back to a /proc method. RefuseProgram stands
-// in for a kernel that lacks the helper or iterator.
+// naming it and auto falls back to a /proc method. RefuseProgram has the
+// kernel's verifier refuse the program, standing in for a kernel that
+// lacks the helper or iterator.
 func TestKernelFallbacks(t *testing.T) {
 	testenv.Root(t)
 	p := testproc.StartT(t, everything)
 	opts := synth.Options{Pids: []int{p.Pid}, Data: true, NoKernel: true}
 	t.Run("dump_tasks", func(t *testing.T) {
+		walk, _ := autoWalk(t)
 		defer synth.RefuseProgram("dump_tasks")()
 		d := runDump(t, opts)
-		if d.stats.Walk != synth.WalkIter || d.stats.WalkFallback == "" {
-			t.Errorf("walk %q (%q), want iter and why", d.stats.Walk, d.stats.WalkFallback)
+		if d.stats.Walk != synth.WalkIter || d.stats.WalkFallback == nil {
+			t.Errorf("walk %q (%v), want iter and why", d.stats.Walk, d.stats.WalkFallback)
+		}
+		// Where the kernel runs the maple walk, the reason is its
+		// verifier's own refusal, with the end of its log.
+		var pe *synth.ProgramError
+		if walk == synth.WalkMaple && (!errors.As(d.stats.WalkFallback, &pe) || pe.Program != "dump_tasks" ||
+			len(pe.Log) == 0 || !strings.Contains(pe.Error(), "R0 !read_ok")) {
+			t.Errorf("walk fallback %v, want the verifier's refusal of dump_tasks with its log", d.stats.WalkFallback)
 		}
 		checkProc(t, p, d, true)
 		opts := opts

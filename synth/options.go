@@ -140,13 +140,15 @@ const (
 // Stats describe one dump.
 type Stats struct {
 	Method string // "bpf", ...
-	// Walk is how the BPF method read the VMAs: WalkMaple or WalkIter;
-	// WalkFallback says why it is WalkIter when WalkAuto was asked.
-	Walk, WalkFallback string
-	Processes          int // processes with at least one record
-	Threads            int // COMM records of tasks
-	Mappings           int // MMAP2 records of processes
-	Kernel             int // kernel and module map records, BPF symbols
+	// Walk is how the BPF method read the VMAs: WalkMaple or WalkIter.
+	Walk string
+	// WalkFallback says why Walk is WalkIter when WalkAuto was asked: a
+	// *ProgramError where the kernel refused the maple walk's program.
+	WalkFallback error
+	Processes    int // processes with at least one record
+	Threads      int // COMM records of tasks
+	Mappings     int // MMAP2 records of processes
+	Kernel       int // kernel and module map records, BPF symbols
 	// BPFPrograms are the loaded BPF programs whose symbols were written.
 	BPFPrograms int
 	Cgroups     int // CGROUP records (Options.Cgroups)
@@ -229,7 +231,13 @@ type Step = struct {
 
 // statsOf is st as the package's callers see it: the same fields, which
 // the conversion checks at compile time.
-func statsOf(st assemble.Stats) Stats { return Stats(st) }
+func statsOf(st assemble.Stats) Stats {
+	s := Stats(st)
+	if s.WalkFallback != nil {
+		s.WalkFallback = public(s.WalkFallback)
+	}
+	return s
+}
 
 // PermissionError reports that the process lacks a privilege a method
 // needs: CAP_BPF and CAP_PERFMON for the BPF method, CAP_PERFMON (or a
@@ -253,12 +261,47 @@ func (e *PermissionError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, os.ErrPermission) true for every PermissionError.
 func (e *PermissionError) Is(target error) bool { return target == os.ErrPermission }
 
+// ProgramError reports that the kernel refused to load one of the BPF
+// method's programs: it lacks a helper, kfunc, iterator or field the
+// program needs, or its verifier could not prove the program safe. Its
+// Error is one line, with the verifier's verdict (the error, the
+// instruction and its source line) where there is one.
+type ProgramError struct {
+	Program string   // the program's name in bpf/synth.bpf.c
+	Log     []string // the last lines of the verifier's log, if it refused the program
+	Err     error    // the load's error, as cilium/ebpf reports it
+	msg     string
+}
+
+func (e *ProgramError) Error() string { return e.msg }
+
+func (e *ProgramError) Unwrap() error { return e.Err }
+
 // public returns err with a method's permission error as a
-// *PermissionError, for the package's callers.
+// *PermissionError and a refused program as a *ProgramError, for the
+// package's callers. The chain around them is kept.
 func public(err error) error {
 	var pe *bpfmethod.PermissionError
 	if errors.As(err, &pe) {
 		return &PermissionError{Op: pe.Op, Missing: pe.Missing, Err: pe.Err}
 	}
+	var ge *bpfmethod.ProgramError
+	if errors.As(err, &ge) {
+		pub := &ProgramError{Program: ge.Program, Log: ge.VerifierLog(), Err: ge.Err, msg: ge.Error()}
+		if err == error(ge) {
+			return pub
+		}
+		return &wrapped{msg: err.Error(), err: pub}
+	}
 	return err
 }
+
+// wrapped is an error's message around a public error that replaced
+// the one it wrapped.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -91,11 +92,18 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	m, err := synth.OpenMethod(*method, synth.MethodOptions{Options: opts, Threads: *threads,
 		Fallback: func(method string, err error) { why = append(why, fmt.Errorf("%s: %w", method, err)) }})
 	if err != nil {
-		return fail(stderr, err)
+		code := fail(stderr, err)
+		if *verbose {
+			printVerifierLog(stderr, append(why, err)...)
+		}
+		return code
 	}
 	defer m.Close()
 	if len(why) > 0 {
 		fmt.Fprintf(stderr, "synth: using a fallback method because %v\n", joinErrs(why))
+		if *verbose {
+			printVerifierLog(stderr, why...)
+		}
 	}
 	for range *warmup {
 		if _, err := m.Dump(ctx, func([]byte) error { return nil }); err != nil {
@@ -153,6 +161,24 @@ func joinErrs(errs []error) string {
 	return strings.Join(s, "; ")
 }
 
+// printVerifierLog prints the end of the verifier's log of each program
+// the kernel refused in errs, once: the one line that named the refusal
+// has the verdict, this the lines that led to it.
+func printVerifierLog(stderr io.Writer, errs ...error) {
+	done := map[string]bool{}
+	for _, err := range errs {
+		var pe *synth.ProgramError
+		if !errors.As(err, &pe) || len(pe.Log) == 0 || done[pe.Program] {
+			continue
+		}
+		done[pe.Program] = true
+		fmt.Fprintf(stderr, "synth: the verifier refused %s; the end of its log:\n", pe.Program)
+		for _, l := range pe.Log {
+			fmt.Fprintf(stderr, "synth:   %s\n", l)
+		}
+	}
+}
+
 // namePids renders processes as "PID (COMM)", as far as they still run.
 func namePids(pids []int) string {
 	s := make([]string, len(pids))
@@ -180,8 +206,11 @@ func printSummary(stderr io.Writer, st synth.Stats, start time.Time, verbose boo
 	if verbose {
 		printSteps(stderr, st)
 	}
-	if st.WalkFallback != "" {
-		fmt.Fprintf(stderr, "synth: walk %s, not maple: %s\n", st.Walk, st.WalkFallback)
+	if st.WalkFallback != nil {
+		fmt.Fprintf(stderr, "synth: walk %s, not maple: %v\n", st.Walk, st.WalkFallback)
+		if verbose {
+			printVerifierLog(stderr, st.WalkFallback)
+		}
 	}
 	if st.ProgramTime > 0 {
 		fmt.Fprintf(stderr, "synth: BPF programs ran %v of it (kernel.bpf_stats_enabled)\n", st.ProgramTime.Round(10*time.Microsecond))

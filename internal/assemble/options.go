@@ -182,13 +182,15 @@ func (o *Options) Attr() perfdata.Attr {
 // Stats describe one dump.
 type Stats struct {
 	Method string // "bpf", ...
-	// Walk is how the BPF method read the VMAs: WalkMaple or WalkIter;
-	// WalkFallback says why it is WalkIter when WalkAuto was asked.
-	Walk, WalkFallback string
-	Processes          int // processes with at least one record
-	Threads            int // COMM records of tasks
-	Mappings           int // MMAP2 records of processes
-	Kernel             int // kernel and module map records, BPF symbols
+	// Walk is how the BPF method read the VMAs: WalkMaple or WalkIter.
+	Walk string
+	// WalkFallback says why Walk is WalkIter when WalkAuto was asked: a
+	// *ProgramError where the kernel refused the maple walk's program.
+	WalkFallback error
+	Processes    int // processes with at least one record
+	Threads      int // COMM records of tasks
+	Mappings     int // MMAP2 records of processes
+	Kernel       int // kernel and module map records, BPF symbols
 	// BPFPrograms are the loaded BPF programs whose symbols were written.
 	BPFPrograms int
 	Cgroups     int // CGROUP records (Options.Cgroups)

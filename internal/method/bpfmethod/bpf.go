@@ -314,7 +314,7 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ru
 	d.Stats.Method = "bpf"
 	d.Stats.Walk = b.walk
 	if b.walkWhy != nil {
-		d.Stats.WalkFallback = b.walkWhy.Error()
+		d.Stats.WalkFallback = b.walkWhy
 	}
 	d.Stats.Steps = append(d.Stats.Steps, b.objs.takeSteps()...) // the loading, for the first dump
 	b.gen++

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
@@ -131,12 +132,12 @@ func (o *objects) program(name string) (*ebpf.Program, error) {
 }
 
 func (o *objects) load(name string) (*ebpf.Program, error) {
-	if name == refused {
-		return nil, fmt.Errorf("load BPF program %s: %w", name, errRefused)
-	}
 	ps, ok := o.spec.Programs[name]
 	if !ok {
 		return nil, fmt.Errorf("no program %s in the BPF object", name)
+	}
+	if name == refused {
+		ps = refusedProgram(ps)
 	}
 	start := time.Now()
 	defer o.step(name, start)
@@ -157,24 +158,40 @@ func (o *objects) load(name string) (*ebpf.Program, error) {
 		Programs:        ebpf.ProgramOptions{KernelTypes: kernel},
 	})
 	if err != nil {
-		return nil, loadError("load BPF program "+name, err)
+		if errors.Is(err, os.ErrPermission) && !isVerifierError(err) {
+			return nil, &PermissionError{Op: "load BPF program " + name, Err: err}
+		}
+		return nil, &ProgramError{Program: name, Err: err}
 	}
 	defer coll.Close()
 	return coll.DetachProgram(name), nil
 }
 
-// refused is a program that fails to load as if the kernel lacked what
-// it needs: tests of the fallbacks set it with RefuseProgram.
+// refused is a program the kernel's verifier is made to refuse: tests
+// of the fallbacks set it with RefuseProgram.
 var refused string
 
-var errRefused = errors.New("refused by RefuseProgram, as by a kernel without its helper or iterator")
-
-// RefuseProgram makes the program name (as in bpf/synth.bpf.c) fail to
-// load from now on, as on a kernel that lacks what it needs, until the
-// returned func is called: for tests of the fallbacks.
+// RefuseProgram makes the kernel refuse the program name (as in
+// bpf/synth.bpf.c) from now on, until the returned func is called: for
+// tests of the fallbacks, and of how a refusal is reported. The program
+// is loaded as its first instruction alone, turned into an exit that
+// returns an unset R0, so that the verifier of the running kernel
+// refuses it and says why in its own words, as it does a program that
+// needs what the kernel lacks.
 func RefuseProgram(name string) (restore func()) {
 	refused = name
 	return func() { refused = "" }
+}
+
+// refusedProgram is ps cut down to an "exit" the verifier refuses ("R0
+// !read_ok"), which keeps the first instruction's function and source
+// line, so that the log has the shape of a real refusal.
+func refusedProgram(ps *ebpf.ProgramSpec) *ebpf.ProgramSpec {
+	ps = ps.Copy()
+	first := ps.Instructions[0]
+	exit := asm.Return().WithSymbol(first.Symbol()).WithSource(first.Source())
+	ps.Instructions = asm.Instructions{btf.WithFuncMetadata(exit, btf.FuncMetadata(&first))}
+	return ps
 }
 
 // loaded returns the programs loaded so far, for their run times.
