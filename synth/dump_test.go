@@ -255,6 +255,33 @@ func TestDumpMatchesProc(t *testing.T) {
 	}
 }
 
+// Whatever method auto picks on this kernel (bpf, else a /proc method:
+// on a kernel without iter/task_vma, such as 5.10), the test process's
+// mappings, COMMs and FORKs are as /proc shows them, build IDs included.
+func TestAutoMatchesProc(t *testing.T) {
+	testenv.Root(t)
+	p := testproc.StartT(t, everything)
+	for _, data := range []bool{false, true} {
+		t.Run(fmt.Sprintf("data=%v", data), func(t *testing.T) {
+			m, err := synth.OpenMethod(synth.MethodAuto, synth.MethodOptions{
+				Options: synth.Options{Pids: []int{p.Pid}, Data: data}, Threads: 2,
+				Fallback: func(method string, err error) { t.Logf("auto: not %s: %v", method, err) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			d := &dumped{comms: map[uint32]string{}, forks: map[uint32]uint32{}}
+			d.stats, err = m.Dump(t.Context(), func(rec []byte) error { return d.add(rec, synth.DefaultSampleType) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("auto chose %s", m.Name())
+			checkProc(t, p, d, data)
+			checkMisc(t, d)
+		})
+	}
+}
+
 // checkMisc checks the misc bits perf gives user maps: USER, MMAP_DATA
 // on the non-executable ones, and MMAP_BUILD_ID on those with a build ID.
 func checkMisc(t *testing.T, d *dumped) {

@@ -9,9 +9,13 @@
 #
 # It runs inside a guest booted by boot.sh (or on the host, for the host's
 # own kernel), from the root of the checkout. SUITE is "full" (default):
-# every test below; or "short": the dump against /proc only, for CI.
+# every test below; or "short": the dump against /proc only, for CI. On a
+# kernel without the BPF method (expect, below) either is the "proc"
+# suite: the dump through auto against /proc, and --method bpf refused.
 # The tests run with SYNTH_REQUIRE=1: a test skips only where the kernel
 # lacks a feature that came later (it says which) or a build option.
+# What auto chose must be what this kernel must give (expect): anything
+# else, less or more, counts as a failed test.
 # Exit status: 0 when nothing failed.
 set -u
 bin=$1
@@ -19,9 +23,37 @@ suite=${2:-full}
 root=$(pwd)
 export SYNTH_REQUIRE=1 SYNTH_BIN="$bin/synth"
 
+# expect RELEASE prints what auto must choose on a kernel of that
+# release: "procmaps" before iter/task_vma (5.12); "bpf (walk maple)"
+# where the kernel has the seqcount_t mm_lock_seq (6.14, and Debian's
+# 6.12) and the open-coded task_vma iterator's mm fix (CVE-2026-53085:
+# 6.12.91, 6.18.33, 7.0.10, 7.1; see internal/method/bpfmethod's
+# kfuncfix.go); "bpf (walk iter)" elsewhere. VMTEST_EXPECT overrides it,
+# for a kernel this rule does not know (a vendor's backports).
+expect() {
+	if [ -n "${VMTEST_EXPECT:-}" ]; then
+		echo "$VMTEST_EXPECT"
+		return
+	fi
+	set -- $(echo "$1" | sed 's/[^0-9.].*//; s/\./ /g') 0 0
+	v=$(($1 * 1000000 + $2 * 1000 + $3))
+	if [ $v -lt 5012000 ]; then
+		echo procmaps
+	elif [ $v -ge 7001000 ] || { [ $v -ge 7000010 ] && [ $v -lt 7001000 ]; } ||
+		{ [ $v -ge 6018033 ] && [ $v -lt 6019000 ]; } ||
+		{ [ $v -ge 6012091 ] && [ $v -lt 6013000 ]; }; then
+		echo "bpf (walk maple)"
+	else
+		echo "bpf (walk iter)"
+	fi
+}
+want=$(expect "$(uname -r)")
+[ "$want" != procmaps ] || suite=proc
+
 # What auto picks here, as a user sees it: the summary line names the
 # method and the walk, a line before it why a better method did not load;
-# -v adds where the time went, loading included.
+# -v adds where the time went, loading included, and the verifier's last
+# lines of a program it refused.
 out=$("$bin/synth" dump -v --no-buildid -o /dev/null 2>&1)
 echo "$out" | sed 's/^/vmtest: synth dump: /'
 chose=$(echo "$out" | sed -n 's/^synth: method \([a-z]*\)\( (walk \([a-z]*\))\)\{0,1\}:.*/\1 (walk \3)/p' | sed 's/ (walk )$//')
@@ -30,7 +62,13 @@ chose=$(echo "$out" | sed -n 's/^synth: method \([a-z]*\)\( (walk \([a-z]*\))\)\
 case $suite in
 short)
 	tests="
-synth synth.test ^(TestDumpMatchesProc|TestKernelFallbacks)$
+synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks)$
+"
+	;;
+proc)
+	tests="
+synth synth.test ^(TestAutoMatchesProc)$
+cmd/synth cmd.test ^(TestMethodsPerf|TestAutoFallback)$
 "
 	;;
 *)
@@ -38,8 +76,8 @@ synth synth.test ^(TestDumpMatchesProc|TestKernelFallbacks)$
 internal/bpfiter bpfiter.test .
 internal/bpfprog bpfprog.test .
 internal/method/bpfmethod bpfmethod.test .
-synth synth.test ^(TestDumpMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkFallback|TestWalkChunks|TestWalkFaults|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestKernelFallbackLoadsLate|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive)$
-cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestBuildIDsPerf|TestMethodsPerf|TestAutoFallback|TestNoVsyscallFor32Bit|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestBPFEventsMatchPerf|TestDumpLockedProcess)$
+synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkFallback|TestWalkChunks|TestWalkFaults|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestKernelFallbackLoadsLate|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive)$
+cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestBuildIDsPerf|TestMethodsPerf|TestAutoFallback|TestNoVsyscallFor32Bit|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestBPFEventsMatchPerf|TestDumpLockedProcess|TestVerifierReason)$
 "
 	;;
 esac
@@ -61,6 +99,28 @@ echo "$tests" | while read -r dir test run; do
 	}' "$one"
 done
 rm -f "$one"
+
+# Where the kernel has no BPF method, --method bpf fails, exit status 1,
+# with one line that names the program and why.
+if [ $suite = proc ]; then
+	echo "vmtest: synth dump --method bpf"
+	out=$("$bin/synth" dump --method bpf --no-buildid -o /dev/null 2>&1)
+	rc=$?
+	echo "$out" | sed 's/^/vmtest: synth dump --method bpf: /'
+	if [ $rc = 1 ] && echo "$out" | grep -q '^synth: .*load BPF program [a-z_]*: .'; then
+		echo "--- PASS: VmtestMethodBPFRefused" | tee -a "$log"
+	else
+		echo "--- FAIL: VmtestMethodBPFRefused (exit $rc, want 1 and the program's load error)" | tee -a "$log"
+	fi
+fi
+
+# auto must choose what this kernel must give.
+if [ "$chose" = "$want" ]; then
+	echo "--- PASS: VmtestAutoChoice ($chose)" >>"$log"
+else
+	echo "vmtest: auto chose ${chose:-nothing}, but $(uname -r) must give $want"
+	echo "--- FAIL: VmtestAutoChoice" >>"$log"
+fi
 passed=$(grep -c '^--- PASS' "$log")
 failed=$(grep -c '^--- FAIL' "$log")
 skipped=$(grep -c '^--- SKIP' "$log")
@@ -69,5 +129,5 @@ if grep -q '^panic: \|^FAIL$' "$log" && [ "$failed" = 0 ]; then
 	failed=1
 fi
 rm -f "$log"
-echo "vmtest: $(uname -r): auto chose ${chose:-nothing}; $passed passed, $failed failed, $skipped skipped"
+echo "vmtest: $(uname -r): auto chose ${chose:-nothing}, must give $want; $passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ] && [ "$passed" -gt 0 ]
