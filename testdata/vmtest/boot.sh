@@ -1,8 +1,9 @@
 #!/bin/bash
 # boot.sh [options] KERNELDIR -- CMD [ARG...]
 #
-# Boots a Debian kernel unpacked by kernel.sh under QEMU and runs CMD in it
-# as root, so that synth's tests can run on kernels other than the host's.
+# Boots a Debian kernel unpacked by kernel.sh (either of Debian's package
+# layouts, see there) under QEMU and runs CMD in it as root, so that
+# synth's tests can run on kernels other than the host's.
 # The guest has no disk of its own: the host's whole root filesystem is
 # shared read-only over 9p (virtio) and CMD runs chrooted into it, so the
 # guest runs the host's perf, gcc, readelf, python3 and the test binaries
@@ -78,11 +79,21 @@ fi
 
 case $dir/ in /tmp/* | /var/tmp/*) echo "$0: warning: $dir is hidden in the guest by a fresh tmpfs" >&2 ;; esac
 
-vmlinuz=$(ls "$kdir"/boot/vmlinuz-* | head -n 1)
-kver=${vmlinuz##*/vmlinuz-}
+# kernel.sh unpacks both of Debian's layouts to boot/vmlinuz-VERSION; a
+# split kernel (6.19 on) unpacked by hand has only the modules
+# directory's vmlinuz (vmlinuz.unsigned from linux-binary-unsigned), and
+# its modules.builtin comes from linux-base.
+vmlinuz=$(ls "$kdir"/boot/vmlinuz-* 2>/dev/null | head -n 1) || true
+if [ -n "$vmlinuz" ]; then
+	kver=${vmlinuz##*/vmlinuz-}
+else
+	vmlinuz=$(ls "$kdir"/usr/lib/modules/*/vmlinuz{,.unsigned} 2>/dev/null | head -n 1) || true
+	[ -n "$vmlinuz" ] || { echo "$0: no vmlinuz in $kdir" >&2; exit 2; }
+	kver=${vmlinuz%/vmlinuz*} kver=${kver##*/}
+fi
 moddir=$kdir/lib/modules/$kver
 [ -d "$moddir" ] || moddir=$kdir/usr/lib/modules/$kver # merged /usr (Debian 13)
-[ -d "$moddir" ] || { echo "$0: no $moddir" >&2; exit 2; }
+[ -f "$moddir/modules.builtin" ] || { echo "$0: no $moddir/modules.builtin (a split kernel: linux-base-$kver?)" >&2; exit 2; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vmtest.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -33,19 +34,40 @@ func (e *ProgramError) Error() string {
 
 func (e *ProgramError) Unwrap() error { return e.Err }
 
-// verifierTail is how many of the log's last lines VerifierLog returns.
+// verifierTail is how many lines up to the error VerifierLog returns.
 const verifierTail = 12
 
-// VerifierLog returns the last lines of the verifier's log, without the
-// statistics it ends with, or nil if the verifier did not refuse the
-// program.
+// VerifierLog returns the end of the verifier's log, or nil if the
+// verifier did not refuse the program: the lines up to the one that says
+// why it stopped, and from 7.x the summary the verifier adds after it
+// ("Verification failed:", its reason and suggestion), without the
+// statistics the log ends with.
 func (e *ProgramError) VerifierLog() []string {
 	var ve *ebpf.VerifierError
 	if !errors.As(e.Err, &ve) {
 		return nil
 	}
 	log := trimStats(ve.Log)
-	return log[max(0, len(log)-verifierTail):]
+	at, summary := errorLine(log)
+	out := slices.Clone(log[max(0, at-verifierTail+1) : at+1])
+	if summary < 0 {
+		return out
+	}
+	// The summary, less its "At:" and "Causal path:" sections, which
+	// repeat the lines above.
+	skip := false
+	for _, l := range log[summary:] {
+		switch {
+		case l == "At:" || l == "Causal path:":
+			skip = true
+		case l != "" && l[0] != ' ':
+			skip = false
+		}
+		if !skip && l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // insnLine is a line of the log that shows an instruction: "123: (bf) r1 = r6".
@@ -60,15 +82,16 @@ func verdict(log []string) string {
 	if len(log) == 0 {
 		return "no log"
 	}
-	msg := log[len(log)-1]
+	at, _ := errorLine(log)
+	msg := strings.TrimSpace(log[at])
 	var insn, src string
-	for i := len(log) - 2; i >= 0 && (insn == "" || src == ""); i-- {
+	for i := at - 1; i >= 0 && (insn == "" || src == ""); i-- {
 		l := log[i]
 		switch {
 		case insn == "" && insnLine.MatchString(l):
 			insn = l
 		case insn != "" && strings.HasPrefix(l, "; "):
-			src = strings.TrimSpace(strings.TrimPrefix(l, "; "))
+			src = strings.TrimPrefix(l, "; ")
 		}
 	}
 	if insn != "" {
@@ -80,19 +103,33 @@ func verdict(log []string) string {
 	return msg
 }
 
+// errorLine returns the index of the line of log that says why the
+// verifier stopped, and that of the summary 7.x's verifier writes after
+// it ("Verification failed: ..."), or -1. Without a summary the error is
+// the last line.
+func errorLine(log []string) (at, summary int) {
+	summary = slices.IndexFunc(log, func(l string) bool { return strings.HasPrefix(l, "Verification failed:") })
+	at = len(log) - 1
+	if summary > 0 {
+		at = summary - 1
+		for at > 0 && log[at] == "" {
+			at--
+		}
+	}
+	return at, summary
+}
+
 // trimStats returns the log without its trailing statistics ("processed
 // N insns ...", "verification time ...", "stack depth ...") and blank
-// lines, each line trimmed.
+// lines, each line without trailing blanks.
 func trimStats(log []string) []string {
-	out := make([]string, 0, len(log))
-	for _, l := range log {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
+	out := make([]string, len(log))
+	for i, l := range log {
+		out[i] = strings.TrimRight(l, " \t")
 	}
 	for len(out) > 0 {
 		l := out[len(out)-1]
-		if !strings.HasPrefix(l, "processed ") && !strings.HasPrefix(l, "verification time") &&
+		if l != "" && !strings.HasPrefix(l, "processed ") && !strings.HasPrefix(l, "verification time") &&
 			!strings.HasPrefix(l, "stack depth") {
 			break
 		}

@@ -1,8 +1,10 @@
 package bpfmethod
 
 import (
+	"errors"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -68,7 +70,15 @@ func TestProgramsVerify(t *testing.T) {
 				Programs:        ebpf.ProgramOptions{KernelTypes: kernel, LogLevel: ebpf.LogLevelStats},
 			})
 			if err != nil {
-				t.Fatal(&ProgramError{Program: name, Err: err})
+				// Once more as a dump loads it, for the verifier's whole
+				// verdict (a refusal under LogLevelStats logs only
+				// statistics).
+				_, err := o.program(name)
+				var pe *ProgramError
+				if errors.As(err, &pe) {
+					t.Fatalf("%v\n%s", err, strings.Join(pe.VerifierLog(), "\n"))
+				}
+				t.Fatal(err)
 			}
 			defer coll.Close()
 			if m := processed.FindStringSubmatch(coll.Programs[name].VerifierLog); m != nil {
