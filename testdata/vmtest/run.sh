@@ -4,22 +4,26 @@
 # Runs synth's kernel-dependent tests on each kernel of the matrix: Debian
 # kernels booted under QEMU (boot.sh; KVM when a first guest runs under
 # it, TCG otherwise; VMTEST_ACCEL=kvm or tcg decides instead), and the host's own kernel, which no package holds, run
-# directly. A KERNEL is a Debian series (6.1, 6.12: Debian 12's; 6.18:
-# trixie-backports', the host's series) or "host". Default: 6.1 6.12 6.18
-# host, or $VMTEST_KERNELS. $VMTEST_SUITE=short runs only the dump
-# against /proc (CI's guest); $VMTEST_BENCH=1 also runs
+# directly. A KERNEL is a Debian series (5.10: Debian 11's, from
+# bullseye-security; 6.1, 6.12: Debian 12's; 6.18 or any other:
+# trixie-backports'), "newest": the newest kernel Debian ships, resolved
+# now from trixie-backports, forky and sid (kernel.sh --newest-debian), so
+# that the matrix moves on with Debian; or "host". Default: 5.10 6.1 6.12
+# 6.18 newest host, or $VMTEST_KERNELS. $VMTEST_SUITE=short runs only the
+# dump against /proc (CI's guests); $VMTEST_BENCH=1 also runs
 # synth bench --sweep 100k --reps 3 --no-perf in each.
 #
 # It installs what it needs (QEMU, busybox-static, xz, zstd), builds the
 # synth command and the test binaries on the host, and prints one line per
-# kernel: kernel, the method and walk auto chose, tests passed/failed.
-# It exits 1 if any kernel failed.
+# kernel: its release, the method and walk auto chose and what that
+# kernel must give (guest.sh), tests passed/failed. It exits 1 if any
+# kernel failed.
 set -eu
 cd "$(dirname "$0")/../.."
 here=testdata/vmtest
 cache=${VMTEST_CACHE:-/var/cache/synth-vmtest}
 suite=${VMTEST_SUITE:-full}
-if [ $# -gt 0 ]; then kernels=$*; else kernels=${VMTEST_KERNELS:-6.1 6.12 6.18 host}; fi
+if [ $# -gt 0 ]; then kernels=$*; else kernels=${VMTEST_KERNELS:-5.10 6.1 6.12 6.18 newest host}; fi
 
 need=
 command -v qemu-system-x86_64 >/dev/null || need="$need qemu-system-x86"
@@ -79,20 +83,36 @@ for k in $kernels; do
 		echo "vmtest: the host's kernel $(uname -r), not booted"
 		(cd "$src" && sh -c "$guest") 2>&1 | tee "$out" || true
 	else
-		suite= # Debian 12's kernels come from the host's sources
-		case $k in 6.1 | 6.12) ;; *) suite=trixie-backports ;; esac
-		pkg=$(VMTEST_APT_SUITE=$suite $here/kernel.sh --newest "$k")
+		case $k in
+		newest)
+			if ! newest=$($here/kernel.sh --newest-debian); then
+				results+=("vmtest: newest: cannot resolve Debian's newest kernel")
+				failed=1
+				rm -f "$out"
+				continue
+			fi
+			read -r suite pkg <<<"$newest"
+			echo "vmtest: the newest kernel Debian ships: $pkg ($suite)"
+			;;
+		*)
+			suite= # Debian 12's kernels come from the host's sources
+			case $k in 5.10) suite=bullseye-security ;; 6.1 | 6.12) ;; *) suite=trixie-backports ;; esac
+			pkg=$(VMTEST_APT_SUITE=$suite $here/kernel.sh --newest "$k")
+			;;
+		esac
 		dir=$(VMTEST_APT_SUITE=$suite $here/kernel.sh "$pkg" "$cache")
 		[ -n "${VMTEST_ACCEL:-}" ] || VMTEST_ACCEL=$(accel "$dir")
 		export VMTEST_ACCEL
 		# Under TCG a guest now and then panics while it boots (seen on
-		# 6.12: an oops in sched_clock_cpu before init): one that dies
-		# before the tests began is booted again, once.
-		for try in 1 2; do
+		# 6.12 and 7.3: an oops in sched_clock_cpu before init): one that
+		# dies before the tests began is booted again, up to
+		# $VMTEST_BOOTS times in all.
+		boots=${VMTEST_BOOTS:-3}
+		for try in $(seq "$boots"); do
 			echo "vmtest: booting $pkg ($VMTEST_ACCEL)"
 			$here/boot.sh -t "${VMTEST_TIMEOUT:-2400}" -C "$src" "$dir" -- sh -c "$guest" 2>&1 | tee "$out" || true
 			grep -q '^vmtest: synth dump: ' "$out" && break
-			[ $try = 2 ] || echo "vmtest: $pkg died before the tests began; booting it again"
+			[ "$try" = "$boots" ] || echo "vmtest: $pkg died before the tests began; booting it again"
 		done
 	fi
 	line=$(grep '^vmtest: [^ ]*: auto chose' "$out" | tail -n 1)
