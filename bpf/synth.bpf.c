@@ -40,7 +40,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define MAP_PRIVATE 0x02
 #define MAP_LOCKED 0x02000
 #define MAP_HUGETLB 0x40000
-#define PAGE_SHIFT 12
 #define MINORBITS 20 /* include/linux/kdev_t.h */
 
 struct {
@@ -69,6 +68,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct claim);
 } claims SEC(".maps");
+
+/* Set by userspace before the programs load, from the running kernel:
+ * constants to the verifier. The page size is the kernel's (4K on
+ * x86-64; 4K, 16K or 64K on arm64), and vm_pgoff counts pages of it.
+ * Only x86-64 has a [vsyscall] page, and only there does bit
+ * MM_CONTEXT_HAS_VSYSCALL of mm->context.flags say so: arm64's
+ * mm_context_t flags mean other things. */
+const volatile __u32 page_shift = 12;
+const volatile __u32 x86_vsyscall;
 
 /* Set by userspace before each dump. */
 volatile __u64 synth_gen;
@@ -188,7 +196,7 @@ static __always_inline void fill_fork(struct synth_fork *f, struct task_struct *
 	 * is the idle task. */
 	f->ppid = f->ptid = BPF_CORE_READ(task, real_parent, tgid);
 	mm = BPF_CORE_READ(task, mm);
-	if (mm && !(mm_context_flags(mm) & (1UL << MM_CONTEXT_HAS_VSYSCALL)))
+	if (x86_vsyscall && mm && !(mm_context_flags(mm) & (1UL << MM_CONTEXT_HAS_VSYSCALL)))
 		f->header.misc |= SYNTH_MISC_NO_GATE;
 }
 
@@ -448,7 +456,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	file = vma->vm_file;
 	if (file) {
 		pended = fill_file(r, file, vma, &pr.key);
-		r->pgoff = (__u64)vma->vm_pgoff << PAGE_SHIFT;
+		r->pgoff = (__u64)vma->vm_pgoff << page_shift;
 		n = bpf_d_path((struct path *)&file->f_path, r->filename,
 			       sizeof(r->filename));
 		if (n <= 0)

@@ -272,7 +272,7 @@ static __always_inline bool walk_emit(struct walk *c, struct vm_area_struct *vma
 			x->header.misc |= SYNTH_MISC_MMAP_BUILD_ID;
 		x->header.type = SYNTH_RECORD_MMAP2_NEXT;
 		x->header.size = sizeof(*x) - sizeof(x->h);
-		x->pgoff = vma->vm_pgoff << PAGE_SHIFT;
+		x->pgoff = vma->vm_pgoff << page_shift;
 		x->prot = r->prot;
 		x->flags = r->flags;
 		c->w->bytes += sizeof(*x);
@@ -289,7 +289,7 @@ static __always_inline bool walk_emit(struct walk *c, struct vm_area_struct *vma
 				return false;
 		}
 		lf->prev = (__u64)fp;
-		r->pgoff = vma->vm_pgoff << PAGE_SHIFT;
+		r->pgoff = vma->vm_pgoff << page_shift;
 		fill_ident(r, &lf->key, &lf->id);
 		/* A bound, not a mask: a path of 4095 bytes and its NUL
 		 * fill the buffer, and len & 4095 made that 0. */

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/bits"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -67,6 +69,10 @@ func loadObjects() (*objects, error) {
 		<-kernel
 		return nil, fmt.Errorf("read BPF object: %w", err)
 	}
+	if err := setKernelConstants(spec); err != nil {
+		<-kernel
+		return nil, err
+	}
 	o.spec = spec
 	o.step("BPF object", start)
 	start = time.Now()
@@ -89,6 +95,30 @@ func loadObjects() (*objects, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// setKernelConstants sets the programs' constants that come from the
+// running kernel (bpf/synth.bpf.c): the page size, in which vm_pgoff
+// counts (4K on x86-64; 4K, 16K or 64K on arm64), and whether the
+// kernel has x86-64's [vsyscall] page.
+func setKernelConstants(spec *ebpf.CollectionSpec) error {
+	var vsyscall uint32
+	if runtime.GOARCH == "amd64" {
+		vsyscall = 1
+	}
+	for name, v := range map[string]uint32{
+		"page_shift":   uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
+		"x86_vsyscall": vsyscall,
+	} {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("no constant %s in the BPF object", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // step notes what a step of loading took.
