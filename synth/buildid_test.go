@@ -185,13 +185,13 @@ func TestBuildIDCrafted(t *testing.T) {
 		}
 		if name == "note-past-page" {
 			// The mapping holds only the first page: the note is outside it.
-			maps = append(maps, testproc.MapSpec{Path: path, Len: 4096})
+			maps = append(maps, testproc.MapSpec{Path: path, Len: int64(os.Getpagesize())})
 			// Mapped only at an offset: the mapping has no ELF header.
 			off := filepath.Join(dir, "offset-only.so")
 			if err := os.WriteFile(off, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			maps = append(maps, testproc.MapSpec{Path: off, Off: 4096})
+			maps = append(maps, testproc.MapSpec{Path: off, Off: int64(os.Getpagesize())})
 			continue
 		}
 		maps = append(maps, testproc.MapSpec{Path: path})

@@ -49,8 +49,8 @@ func ExampleSession() {
 		counts[rec.Kind]++
 		if rec.Kind == synth.KindDumpEnd {
 			// Map something new, then read what the rings hold.
-			f.Truncate(4096)
-			mem, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ, unix.MAP_SHARED)
+			f.Truncate(int64(os.Getpagesize()))
+			mem, err := unix.Mmap(int(f.Fd()), 0, os.Getpagesize(), unix.PROT_READ, unix.MAP_SHARED)
 			if err != nil {
 				fmt.Println(err)
 				return

@@ -57,7 +57,7 @@ func ExampleTable_Apply() {
 	defer cancel()
 	table := synth.NewTable()
 	var rec synth.Record
-	var addr uint64 // of the new mapping, once made
+	var addr, size uint64 // of the new mapping, once made
 	for {
 		if err := s.ReadContext(ctx, &rec); err != nil {
 			fmt.Println(err)
@@ -71,14 +71,14 @@ func ExampleTable_Apply() {
 				fmt.Println(err)
 				return
 			}
-			mem, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
+			mem, err := unix.Mmap(int(f.Fd()), 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
 			f.Close()
 			if err != nil {
 				fmt.Println(err)
 				return
 			}
 			defer unix.Munmap(mem)
-			addr = uint64(uintptr(unsafe.Pointer(&mem[0])))
+			addr, size = uint64(uintptr(unsafe.Pointer(&mem[0]))), uint64(len(mem))
 			continue
 		}
 		if err := table.Apply(rec.Raw); err != nil {
@@ -91,9 +91,9 @@ func ExampleTable_Apply() {
 		me, _ := table.Process(uint32(os.Getpid()))
 		if m, ok := me.Lookup(addr); ok && m.Start == addr {
 			exe, _ := os.Executable()
-			fmt.Println("new mapping of this program:", m.Path == exe, m.End-m.Start, "bytes")
+			fmt.Println("new mapping of this program:", m.Path == exe, m.End-m.Start == size)
 			break
 		}
 	}
-	// Output: new mapping of this program: true 4096 bytes
+	// Output: new mapping of this program: true true
 }

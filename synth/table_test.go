@@ -107,7 +107,7 @@ func procTableKeys(t *testing.T, pid int) []string {
 func TestTableLive(t *testing.T) {
 	testenv.Root(t)
 	exe, _ := os.Executable()
-	p := testproc.StartT(t, testproc.Spec{Dir: t.TempDir(), Maps: []testproc.MapSpec{{Path: exe, Len: 4096}}})
+	p := testproc.StartT(t, testproc.Spec{Dir: t.TempDir(), Maps: []testproc.MapSpec{{Path: exe, Len: int64(os.Getpagesize())}}})
 	// A snapshot of the whole host has the test process as /proc has
 	// it (its parent, this test, is in the table too).
 	b, err := synth.NewBPF(synth.Options{})

@@ -50,6 +50,7 @@ func writeI386Pause(t *testing.T, path string) {
 // A 32-bit process has no [vsyscall] in /proc/PID/maps, and no method
 // adds one to it; a 64-bit process has it.
 func TestNoVsyscallFor32Bit(t *testing.T) {
+	testenv.Arch(t, "amd64", "i386 executables and the [vsyscall] page")
 	testenv.Root(t)
 	bin := filepath.Join(t.TempDir(), "pause32")
 	writeI386Pause(t, bin)

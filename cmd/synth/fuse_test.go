@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synth-dev/synth/internal/hostarch"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 )
@@ -83,7 +84,7 @@ func buildIDLinesOf(out string, pid int) string {
 }
 
 func libcPath(t *testing.T) string {
-	const p = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	p := filepath.Join(hostarch.LibDir(), "libc.so.6")
 	_, err := os.Stat(p)
 	testenv.Need(t, err == nil, "no "+p)
 	return p

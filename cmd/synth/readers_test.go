@@ -10,12 +10,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/synth-dev/synth/internal/hostarch"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
 )
 
 // perfparserPath is hotspot's perf.data parser (Debian hotspot).
-const perfparserPath = "/usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser"
+var perfparserPath = filepath.Join(hostarch.LibDir(), "libexec/hotspot-perfparser")
 
 var perfread struct {
 	once sync.Once

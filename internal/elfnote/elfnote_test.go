@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/synth-dev/synth/internal/elfnote/elftest"
+	"github.com/synth-dev/synth/internal/hostarch"
 	"github.com/synth-dev/synth/internal/testenv"
 )
 
@@ -52,7 +53,7 @@ func stdlibBuildID(t *testing.T, path string) []byte {
 }
 
 func TestSystemFiles(t *testing.T) {
-	for _, path := range []string{"/bin/true", "/bin/sh", "/usr/bin/perf", "/lib/x86_64-linux-gnu/libc.so.6"} {
+	for _, path := range []string{"/bin/true", "/bin/sh", "/usr/bin/perf", filepath.Join(hostarch.LibDir(), "libc.so.6")} {
 		f, err := os.Open(path)
 		if err != nil {
 			continue

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/synth-dev/synth/internal/hostarch"
 )
 
 const envVMAs = "SYNTH_LOADGEN_VMAS"
@@ -112,7 +114,7 @@ func Main() {
 
 // libraries returns real shared libraries to map, largest first.
 func libraries() []string {
-	libs, _ := filepath.Glob("/usr/lib/x86_64-linux-gnu/*.so*")
+	libs, _ := filepath.Glob(filepath.Join(hostarch.LibDir(), "*.so*"))
 	var out []string
 	for _, l := range libs {
 		if fi, err := os.Stat(l); err == nil && fi.Mode().IsRegular() && fi.Size() >= 64<<10 {

@@ -5,9 +5,12 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/hostarch"
 )
 
-const page = 4096
+// page is the kernel's page size: 4K on x86-64, 4K, 16K or 64K on arm64.
+var page = os.Getpagesize()
 
 // makeVMAs makes about n VMAs: half in executable file mappings of real
 // libraries (pages alternately r-x and r--), a quarter in private data
@@ -16,7 +19,7 @@ const page = 4096
 func makeVMAs(n int) (int, error) {
 	libs := libraries()
 	if len(libs) == 0 {
-		return 0, errors.New("no shared libraries in /usr/lib/x86_64-linux-gnu")
+		return 0, errors.New("no shared libraries in " + hostarch.LibDir())
 	}
 	made := 0
 	for i := 0; made < n/2 && i < 10*len(libs); i++ {
@@ -48,7 +51,7 @@ func mapFile(path string, want, even, odd int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	pages := min(int(fi.Size()/page), want)
+	pages := min(int(fi.Size()/int64(page)), want)
 	if pages == 0 {
 		return 0, nil
 	}

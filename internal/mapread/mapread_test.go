@@ -4,16 +4,18 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/internal/hostarch"
 	"github.com/synth-dev/synth/internal/testenv"
 )
 
-const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+var libc = filepath.Join(hostarch.LibDir(), "libc.so.6")
 
 // mapLibc maps libc and returns the map_files entry of the mapping and
 // the file's stat.
@@ -26,15 +28,17 @@ func mapLibc(t *testing.T) (string, unix.Stat_t) {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		t.Fatal(err)
 	}
-	m, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ, unix.MAP_PRIVATE)
+	page := os.Getpagesize()
+	m, err := unix.Mmap(int(f.Fd()), 0, page, unix.PROT_READ, unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Munmap(m) })
 	start := uint64(uintptrOf(m))
-	_, err = os.Stat(Path(os.Getpid(), start, start+4096))
+	end := start + uint64(page)
+	_, err = os.Stat(Path(os.Getpid(), start, end))
 	testenv.Need(t, err == nil, "map_files entries need CAP_SYS_ADMIN: test needs root")
-	return Path(os.Getpid(), start, start+4096), st
+	return Path(os.Getpid(), start, end), st
 }
 
 // The helper process reads what this process reads, and a helper that

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"os"
 	"slices"
 	"testing"
 	"unsafe"
@@ -11,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const testPage = 4096
+var testPage = os.Getpagesize() // the rings' metadata page
 
 // fakeRing is a ring's memory as the kernel would lay it out, with a
 // writer standing in for the kernel.
@@ -25,7 +26,7 @@ func newFakeRing(t *testing.T, dataSize int) (*fakeRing, *Ring) {
 	t.Helper()
 	mem := make([]byte, testPage+dataSize)
 	f := &fakeRing{mem: mem, meta: (*unix.PerfEventMmapPage)(unsafe.Pointer(&mem[0]))}
-	f.meta.Data_offset = testPage
+	f.meta.Data_offset = uint64(testPage)
 	f.meta.Data_size = uint64(dataSize)
 	r, err := NewRing(mem, testPage)
 	if err != nil {
@@ -156,7 +157,7 @@ func TestRingStopsOnError(t *testing.T) {
 func TestNewRingRejects(t *testing.T) {
 	mem := make([]byte, testPage+300)
 	meta := (*unix.PerfEventMmapPage)(unsafe.Pointer(&mem[0]))
-	meta.Data_offset, meta.Data_size = testPage, 300
+	meta.Data_offset, meta.Data_size = uint64(testPage), 300
 	if _, err := NewRing(mem, testPage); err == nil {
 		t.Error("a data area of 300 bytes was accepted")
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -100,6 +101,17 @@ func Option(t testing.TB, ok bool, what string) {
 	t.Helper()
 	if !ok {
 		t.Skipf("this kernel was built without %s: not checked here", what)
+	}
+}
+
+// Arch skips t, never failing it, unless synth runs on the architecture
+// goarch (runtime.GOARCH): what the test checks exists only there (x86-64's
+// [vsyscall] page, i386 executables). SYNTH_REQUIRE does not turn it into
+// a failure.
+func Arch(t testing.TB, goarch string, what string) {
+	t.Helper()
+	if runtime.GOARCH != goarch {
+		t.Skipf("%s: only on %s, this is %s", what, goarch, runtime.GOARCH)
 	}
 }
 

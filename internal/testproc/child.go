@@ -94,7 +94,8 @@ type child struct {
 	files    []string
 }
 
-const page = 4096
+// page is the kernel's page size: file offsets of mappings are multiples of it.
+var page = os.Getpagesize()
 
 func (c *child) setUp() error {
 	s := c.spec
@@ -177,7 +178,7 @@ func (c *child) longPath() error {
 		return err
 	}
 	defer f.Close()
-	for _, off := range []int64{0, page} {
+	for _, off := range []int64{0, int64(page)} {
 		m, err := unix.Mmap(int(f.Fd()), off, page, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
 		if err != nil {
 			return fmt.Errorf("mmap long path: %w", err)
@@ -216,7 +217,7 @@ func (c *child) memfd() error {
 		return fmt.Errorf("memfd_create: %w", err)
 	}
 	defer unix.Close(fd)
-	if err := unix.Ftruncate(fd, 4*page); err != nil {
+	if err := unix.Ftruncate(fd, int64(4*page)); err != nil {
 		return err
 	}
 	m, err := unix.Mmap(fd, 0, 4*page, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_SHARED)

@@ -84,7 +84,8 @@ func abortFUSE(t testing.TB, conn uint32) {
 func LockMM(t testing.TB, pid int, addr uint64, abort func()) {
 	t.Helper()
 	mem := fmt.Sprintf("/proc/%d/mem", pid)
-	reader := exec.Command("dd", "if="+mem, "of=/dev/null", "bs=4096", fmt.Sprintf("skip=%d", addr/4096), "count=1")
+	page := uint64(os.Getpagesize())
+	reader := exec.Command("dd", "if="+mem, "of=/dev/null", fmt.Sprintf("bs=%d", page), fmt.Sprintf("skip=%d", addr/page), "count=1")
 	writer := exec.Command("sh", "-c", fmt.Sprintf("echo 5 > /proc/%d/clear_refs", pid))
 	for i, c := range []*exec.Cmd{reader, writer} {
 		if err := c.Start(); err != nil {

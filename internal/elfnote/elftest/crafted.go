@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"os"
 )
 
 // The note-holding entry types, and the GNU build ID's note type.
@@ -36,6 +37,7 @@ var GoodID = []byte{0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1
 // "long-id" (a 32-byte GNU build ID, longer than perf records hold);
 // "wrong-name" (type 3 with the name "GNV").
 func Crafted() map[string][]byte {
+	page := os.Getpagesize() // the kernel's: "note-past-page" is past the first
 	gnu := note(3, "GNU\x00", GoodID, 4)
 	filler := bytes.Repeat(note(1, "FILL\x00", []byte{1, 2, 3, 4, 5}, 4), 200)
 	big := note(0x99, "BIG\x00", make([]byte, 12<<10), 4)
@@ -45,7 +47,7 @@ func Crafted() map[string][]byte {
 		"many-notes":     build(le64, 8192, sg(ptNote, 0x100, cat(filler, gnu), 4)),
 		"large-note":     build(le64, 16384, sg(ptNote, 0x100, cat(big, gnu), 4)),
 		"bad-then-good":  build(le64, 4096, seg{typ: ptNote, off: 1 << 20, size: 64}, sg(ptNote, 0x200, gnu, 4)),
-		"note-past-page": build(le64, 8192, sg(ptNote, 4096+0x100, gnu, 4)),
+		"note-past-page": build(le64, 2*page, sg(ptNote, uint64(page)+0x100, gnu, 4)),
 		"section-only":   build(le64, 4096, seg{typ: 1, off: 0, size: 4096}, sg(shtNote|sectionBit, 0x300, gnu, 4)),
 		"align8":         build(le64, 4096, sg(ptNote, 0x100, cat(prop, note(3, "GNU\x00", GoodID, 8)), 8)),
 		"be32":           build(be32, 4096, sg(ptNote, 0x100, noteBE(3, "GNU\x00", GoodID), 4)),

@@ -3,6 +3,7 @@ package bpfmethod
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"testing"
 	"unsafe"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/buildid"
 	"github.com/synth-dev/synth/internal/elfnote"
+	"github.com/synth-dev/synth/internal/hostarch"
 	"github.com/synth-dev/synth/internal/testenv"
 )
 
@@ -21,7 +23,7 @@ import (
 // for only then.
 func TestResolvePendingOthers(t *testing.T) {
 	testenv.Root(t)
-	const lib = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	lib := filepath.Join(hostarch.LibDir(), "libc.so.6")
 	f, err := os.Open(lib)
 	testenv.Need(t, err == nil, "no "+lib)
 	defer f.Close()
@@ -33,13 +35,13 @@ func TestResolvePendingOthers(t *testing.T) {
 	if err != nil || len(want) == 0 {
 		t.Fatalf("%s: build ID %x, %v", lib, want, err)
 	}
-	m, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ, unix.MAP_PRIVATE)
+	m, err := unix.Mmap(int(f.Fd()), 0, os.Getpagesize(), unix.PROT_READ, unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(m)
 	here := buildid.Mapping{Pid: os.Getpid(), Start: uint64(uintptr(unsafe.Pointer(&m[0])))}
-	here.End = here.Start + 4096
+	here.End = here.Start + uint64(os.Getpagesize())
 
 	b, err := New(assemble.Options{NoKernel: true})
 	if err != nil {

@@ -75,7 +75,7 @@ func TestExpandNext(t *testing.T) {
 // budget, for every ring size the options allow.
 func TestWalkLimits(t *testing.T) {
 	for pages := assemble.MinRingPages; pages <= 1<<16; pages *= 2 {
-		ring := pages * 4096
+		ring := pages * os.Getpagesize()
 		chunk, budget := walkLimits(ring)
 		if budget <= 0 || chunk < maxRecordBytes {
 			t.Fatalf("%d pages: chunk %d, budget %d: no room for one record", pages, chunk, budget)
