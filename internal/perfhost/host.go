@@ -3,6 +3,7 @@ package perfhost
 import (
 	"bufio"
 	"cmp"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -70,11 +71,15 @@ func cpuDescFeature(info map[string]string) (perfdata.Feature, bool) {
 	return perfdata.StringFeature(perfdata.FeatCPUDesc, strings.Join(strings.Fields(v), " ")), true
 }
 
-// cpuIDFeature is HEADER_CPUID as perf writes it on x86:
-// "vendor,family,model,stepping". Other architectures have formats of
-// their own, which synth does not write.
-func cpuIDFeature(info map[string]string) (perfdata.Feature, bool) {
-	if runtime.GOARCH != "amd64" && runtime.GOARCH != "386" {
+// cpuIDFeature is HEADER_CPUID as perf writes it: on x86
+// "vendor,family,model,stepping", on arm64 the MIDR (armCPUID). Other
+// architectures have formats of their own, which synth does not write.
+func cpuIDFeature(info map[string]string, online []int) (perfdata.Feature, bool) {
+	switch runtime.GOARCH {
+	case "arm64":
+		return armCPUID(sysfs+"/devices/system/cpu", online)
+	case "amd64", "386":
+	default:
 		return perfdata.Feature{}, false
 	}
 	var parts []string
@@ -86,6 +91,32 @@ func cpuIDFeature(info map[string]string) (perfdata.Feature, bool) {
 		parts = append(parts, v)
 	}
 	return perfdata.StringFeature(perfdata.FeatCPUID, strings.Join(parts, ",")), true
+}
+
+// MIDR_EL1 fields perf leaves out of the cpuid (arch/arm64/include/asm/cputype.h).
+const (
+	midrRevisionMask = 0xf
+	midrVariantMask  = 0xf << 20
+)
+
+// armCPUID is HEADER_CPUID as perf writes it on arm64
+// (tools/perf/arch/arm64/util/header.c): the MIDR_EL1 of the first online
+// CPU that reports one under sysfs, without its variant and revision, as
+// "0x%016x".
+func armCPUID(sysCPU string, online []int) (perfdata.Feature, bool) {
+	for _, cpu := range online {
+		b, err := os.ReadFile(filepath.Join(sysCPU, fmt.Sprintf("cpu%d/regs/identification/midr_el1", cpu)))
+		if err != nil {
+			continue
+		}
+		midr, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(b)), "0x"), 16, 64)
+		if err != nil || midr == 0 {
+			continue
+		}
+		midr &^= midrVariantMask | midrRevisionMask
+		return perfdata.StringFeature(perfdata.FeatCPUID, fmt.Sprintf("0x%016x", midr)), true
+	}
+	return perfdata.Feature{}, false
 }
 
 // totalMemFeature is HEADER_TOTAL_MEM: u64 MemTotal in kB.

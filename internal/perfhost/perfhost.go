@@ -43,7 +43,7 @@ func Features(cmdline []string) []perfdata.Feature {
 	info := cpuinfo()
 	for _, f := range []func() (perfdata.Feature, bool){
 		func() (perfdata.Feature, bool) { return cpuDescFeature(info) },
-		func() (perfdata.Feature, bool) { return cpuIDFeature(info) },
+		func() (perfdata.Feature, bool) { return cpuIDFeature(info, online) },
 		totalMemFeature,
 		func() (perfdata.Feature, bool) { return cpuTopologyFeature(avail, online) },
 		numaTopologyFeature, pmuMappingsFeature,
