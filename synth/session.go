@@ -190,7 +190,7 @@ func NewSession(opts SessionOptions) (*Session, error) {
 		SampleType: bpfmethod.SidebandSampleType}
 	if opts.Sample != nil {
 		sampler := samplerAttr(opts.Sample)
-		rc.Sampler, rc.SampleType = &sampler, sampler.SampleType
+		rc.Sampler, rc.SampleType, rc.SampleRegsUser = &sampler, sampler.SampleType, sampler.SampleRegsUser
 		scope, err := newSampleScope(opts.Sample)
 		if err != nil {
 			return nil, err

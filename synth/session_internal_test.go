@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -80,5 +81,27 @@ func TestSessionFollowsForksInTimeOrder(t *testing.T) {
 	}
 	if s.stats.Filtered != 1 || s.stats.Live != 2 {
 		t.Errorf("stats %+v", s.stats)
+	}
+}
+
+// With call chains the sampler also samples the user link register on
+// arm64, as perf record -g does there, and so does the side-band, which
+// shares its sample_type (the kernel refuses PERF_SAMPLE_REGS_USER
+// without a mask); on x86-64 neither does.
+func TestSamplerAttrArch(t *testing.T) {
+	for _, tc := range []struct {
+		goarch    string
+		callchain bool
+		regs      uint64
+	}{{"arm64", true, regARM64LR}, {"arm64", false, 0}, {"amd64", true, 0}} {
+		a := samplerAttrOn(&SampleOptions{Callchain: tc.callchain}, tc.goarch)
+		if got := a.SampleType&perfdata.SampleRegsUser != 0; got != (tc.regs != 0) || a.SampleRegsUser != tc.regs {
+			t.Errorf("%s, callchain %v: REGS_USER %v, sample_regs_user %#x; want mask %#x", tc.goarch, tc.callchain, got, a.SampleRegsUser, tc.regs)
+		}
+		rc := bpfmethod.RingConfig{SampleType: a.SampleType, SampleRegsUser: a.SampleRegsUser}
+		if side := rc.LiveAttr(); side.SampleType != a.SampleType || side.SampleRegsUser != a.SampleRegsUser {
+			t.Errorf("%s: the side-band's sample_type %#x, regs %#x; the sampler's %#x, %#x",
+				tc.goarch, side.SampleType, side.SampleRegsUser, a.SampleType, a.SampleRegsUser)
+		}
 	}
 }

@@ -46,6 +46,9 @@ type RingConfig struct {
 	// dummy event its main event's: every attr of a perf.data file
 	// then has one sample_type, which readers rely on.
 	SampleType uint64
+	// SampleRegsUser goes with a SampleType that has
+	// PERF_SAMPLE_REGS_USER: the kernel refuses that bit without a mask.
+	SampleRegsUser uint64
 }
 
 // SampleScope says which tasks the sampler samples, as perf record opens
@@ -91,14 +94,15 @@ func (c *RingConfig) LiveAttr() perfdata.Attr {
 		flags |= perfdata.AttrBuildID
 	}
 	return perfdata.Attr{
-		Type:         perfdata.TypeSoftware,
-		Size:         perfdata.AttrSize,
-		Config:       perfdata.CountSWDummy,
-		SamplePeriod: 1,
-		SampleType:   cmp.Or(c.SampleType, SidebandSampleType),
-		Flags:        flags,
-		WakeupEvents: uint32(c.Pages * os.Getpagesize() / 2),
-		ClockID:      unix.CLOCK_MONOTONIC,
+		Type:           perfdata.TypeSoftware,
+		Size:           perfdata.AttrSize,
+		Config:         perfdata.CountSWDummy,
+		SamplePeriod:   1,
+		SampleType:     cmp.Or(c.SampleType, SidebandSampleType),
+		SampleRegsUser: c.SampleRegsUser,
+		Flags:          flags,
+		WakeupEvents:   uint32(c.Pages * os.Getpagesize() / 2),
+		ClockID:        unix.CLOCK_MONOTONIC,
 	}
 }
 
