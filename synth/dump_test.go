@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -278,6 +279,60 @@ func TestAutoMatchesProc(t *testing.T) {
 			t.Logf("auto chose %s", m.Name())
 			checkProc(t, p, d, data)
 			checkMisc(t, d)
+		})
+	}
+}
+
+// A file mapped at non-zero offsets has, in every walk and method, the
+// page offset /proc/PID/maps gives it, on any page size: the programs
+// count vm_pgoff in the running kernel's pages (16K or 64K on arm64),
+// and a walk that shifted it by 4K's would write a quarter or a
+// sixteenth of it there.
+func TestPageOffsets(t *testing.T) {
+	testenv.Root(t)
+	page := int64(os.Getpagesize())
+	path := filepath.Join(t.TempDir(), "offsets.bin")
+	if err := os.WriteFile(path, make([]byte, 16*page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{
+		{Path: path, Off: 3 * page, Len: 2 * page},
+		{Path: path, Off: 11 * page, Len: page},
+	}})
+	want := map[uint64]bool{uint64(3 * page): true, uint64(11 * page): true}
+	check := func(t *testing.T, d *dumped) {
+		t.Helper()
+		var got []uint64
+		for _, k := range d.of(p.Pid) {
+			if k.path == path || k.buildID == "" && strings.HasSuffix(k.path, "/offsets.bin") {
+				got = append(got, k.pgoff)
+			}
+		}
+		if len(got) != 2 || !want[got[0]] || !want[got[1]] {
+			t.Errorf("page offsets %#x, want %#x and %#x (page size %d)", got, 3*page, 11*page, page)
+		}
+		checkProc(t, p, d, false)
+	}
+	for _, walk := range []string{synth.WalkAuto, synth.WalkIter} {
+		t.Run("bpf-"+walk, func(t *testing.T) {
+			check(t, runDump(t, synth.Options{Pids: []int{p.Pid}, Walk: walk, NoKernel: true}))
+		})
+	}
+	for _, method := range []string{synth.MethodProcmaps, synth.MethodProcquery} {
+		t.Run(method, func(t *testing.T) {
+			if method == synth.MethodProcquery {
+				needProcquery(t)
+			}
+			m, err := synth.OpenMethod(method, synth.MethodOptions{Options: synth.Options{Pids: []int{p.Pid}, NoKernel: true}, Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			d := &dumped{comms: map[uint32]string{}, forks: map[uint32]uint32{}}
+			if d.stats, err = m.Dump(t.Context(), func(rec []byte) error { return d.add(rec, synth.DefaultSampleType) }); err != nil {
+				t.Fatal(err)
+			}
+			check(t, d)
 		})
 	}
 }
