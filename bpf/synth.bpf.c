@@ -23,6 +23,7 @@
 #include <bpf/bpf_core_read.h>
 #include "synth.h"
 #include "buildid.bpf.h"
+#include "pidns.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -89,8 +90,10 @@ volatile __u64 synth_ns_dev;
 __u64 synth_seq;
 __u64 synth_lost;
 
-/* Last task whose VMAs dump_vma started on. */
+/* Last task whose VMAs dump_vma started on (its global tid), and its
+ * process and thread ids in the reader's pid namespace. */
 __u32 last_tid;
+__u32 last_ns_pid, last_ns_tid;
 
 /* The bounded wait for a process's mmap lock. The kernel's task_vma
  * iterator takes each process's mmap_lock with a wait only a fatal
@@ -122,16 +125,16 @@ static __always_inline void emit(void *ctx, struct seq_file *seq,
 	bpf_seq_write(seq, pace, n);
 }
 
-static __always_inline void emit_comm(void *ctx, struct seq_file *seq,
-				      struct task_struct *task, __u64 now)
+static __always_inline void emit_comm(void *ctx, struct seq_file *seq, struct task_struct *task,
+				      __u32 pid, __u32 tid, __u64 now)
 {
 	struct synth_comm c = {};
 	__u32 size;
 	long n;
 
 	c.h.time = now;
-	c.pid = task->tgid;
-	c.tid = task->pid;
+	c.pid = pid;
+	c.tid = tid;
 	n = bpf_probe_read_kernel_str(c.comm, sizeof(c.comm), task->comm);
 	if (n <= 0) {
 		c.comm[0] = 0;
@@ -177,24 +180,24 @@ static __always_inline __u64 mm_context_flags(struct mm_struct *mm)
  * it in, the verifier searches vmlinux BTF by name for
  * "task_struct__safe_*" (btf_nested_type_is_trusted), most of
  * dump_task's load time. */
-static __always_inline void fill_fork(struct synth_fork *f, struct task_struct *task)
+static __always_inline void fill_fork(struct synth_fork *f, struct task_struct *task,
+				      const struct pidns *ns, __u32 pid, __u32 tid)
 {
-	__u32 tgid = task->tgid;
 	struct mm_struct *mm;
 
 	f->header.type = SYNTH_RECORD_FORK;
 	f->header.misc = SYNTH_MISC_FORK_EXEC;
 	f->header.size = sizeof(struct perf_event_header) + 24;
-	f->pid = tgid;
-	f->tid = task->pid;
+	f->pid = pid;
+	f->tid = tid;
 	f->time = 0;
-	if (task->pid != tgid) {
-		f->ppid = f->ptid = tgid;
+	if (tid != pid) {
+		f->ppid = f->ptid = pid;
 		return;
 	}
 	/* /proc/PID/status's PPid: 0 for init and kthreadd, whose parent
-	 * is the idle task. */
-	f->ppid = f->ptid = BPF_CORE_READ(task, real_parent, tgid);
+	 * is the idle task, and for the init of a pid namespace. */
+	f->ppid = f->ptid = pidns_ppid(task, ns);
 	mm = BPF_CORE_READ(task, mm);
 	if (x86_vsyscall && mm && !(mm_context_flags(mm) & (1UL << MM_CONTEXT_HAS_VSYSCALL)))
 		f->header.misc |= SYNTH_MISC_NO_GATE;
@@ -208,7 +211,8 @@ static __always_inline void fill_fork(struct synth_fork *f, struct task_struct *
  * (fs/proc/namespaces.c), as perf --namespaces synthesizes them from
  * stat(2) of those files. A task past exit_task_namespaces() has none:
  * perf cannot stat them either, and writes zeros. */
-static __always_inline void fill_namespaces(struct synth_namespaces *r, struct task_struct *task)
+static __always_inline void fill_namespaces(struct synth_namespaces *r, struct task_struct *task,
+					    __u32 tgid, __u32 tid)
 {
 	struct nsproxy *nsp = BPF_CORE_READ(task, nsproxy);
 	struct pid *pid = BPF_CORE_READ(task, thread_pid);
@@ -218,8 +222,8 @@ static __always_inline void fill_namespaces(struct synth_namespaces *r, struct t
 	r->header.type = SYNTH_RECORD_NAMESPACES;
 	r->header.misc = 0;
 	r->header.size = sizeof(*r) - sizeof(r->h);
-	r->pid = task->tgid;
-	r->tid = task->pid;
+	r->pid = tgid;
+	r->tid = tid;
 	r->nr_namespaces = SYNTH_NR_NAMESPACES;
 	__builtin_memset(r->link, 0, sizeof(r->link));
 	if (!nsp)
@@ -253,20 +257,24 @@ int dump_task(struct bpf_iter__task *ctx)
 	struct task_struct *task = ctx->task;
 	__u64 now = bpf_ktime_get_ns();
 	struct synth_fork f = {};
+	struct pidns pns;
+	__u32 pid, tid;
 
 	if (!task)
 		return 0;
+	reader_pidns(&pns);
+	pidns_task(task, &pns, &pid, &tid);
 	f.h.time = now;
-	fill_fork(&f, task);
+	fill_fork(&f, task, &pns, pid, tid);
 	emit(ctx, seq, &f.h, sizeof(f));
 	if (synth_flags & SYNTH_CFG_NAMESPACES) {
 		struct synth_namespaces ns;
 
 		ns.h.time = now;
-		fill_namespaces(&ns, task);
+		fill_namespaces(&ns, task, pid, tid);
 		emit(ctx, seq, &ns.h, sizeof(ns));
 	}
-	emit_comm(ctx, seq, task, now);
+	emit_comm(ctx, seq, task, pid, tid, now);
 	return 0;
 }
 
@@ -439,9 +447,13 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	now = bpf_ktime_get_ns();
 	tid = task->pid;
 	if (tid != last_tid) {
+		struct pidns pns;
+
+		reader_pidns(&pns);
+		pidns_task(task, &pns, &last_ns_pid, &last_ns_tid);
 		/* The process may be newer than the task pass: name it. */
 		last_tid = tid;
-		emit_comm(ctx, seq, task, now);
+		emit_comm(ctx, seq, task, last_ns_pid, last_ns_tid, now);
 	}
 	vmf = vma->vm_flags;
 	if (!(vmf & VM_EXEC) && !(synth_flags & SYNTH_CFG_DATA))
@@ -451,7 +463,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 		return 0;
 
 	r->h.time = now;
-	fill_vma(r, task->tgid, tid, vma->vm_start, vma->vm_end, vmf);
+	fill_vma(r, last_ns_pid, last_ns_tid, vma->vm_start, vma->vm_end, vmf);
 
 	file = vma->vm_file;
 	if (file) {
@@ -470,7 +482,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	emit(ctx, seq, &r->h, finish_mmap2(r, n));
 	if (pended) {
 		pr.h.time = now;
-		fill_pending_rec(&pr, &pr.key, task->tgid, vma->vm_start, vma->vm_end);
+		fill_pending_rec(&pr, &pr.key, last_ns_pid, vma->vm_start, vma->vm_end);
 		emit(ctx, seq, &pr.h, sizeof(pr));
 	}
 	return 0;

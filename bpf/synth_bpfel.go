@@ -213,6 +213,8 @@ const (
 	SynthProgWalkVma              = "walk_vma"
 	SynthVarChunkLimit            = "chunk_limit"
 	SynthVarFailTgid              = "fail_tgid"
+	SynthVarLastNsPid             = "last_ns_pid"
+	SynthVarLastNsTid             = "last_ns_tid"
 	SynthVarLastTid               = "last_tid"
 	SynthVarPageShift             = "page_shift"
 	SynthVarResumeMode            = "resume_mode"
@@ -306,6 +308,8 @@ type SynthMapSpecs struct {
 type SynthVariableSpecs struct {
 	ChunkLimit            *ebpf.VariableSpec `ebpf:"chunk_limit"`
 	FailTgid              *ebpf.VariableSpec `ebpf:"fail_tgid"`
+	LastNsPid             *ebpf.VariableSpec `ebpf:"last_ns_pid"`
+	LastNsTid             *ebpf.VariableSpec `ebpf:"last_ns_tid"`
 	LastTid               *ebpf.VariableSpec `ebpf:"last_tid"`
 	PageShift             *ebpf.VariableSpec `ebpf:"page_shift"`
 	ResumeMode            *ebpf.VariableSpec `ebpf:"resume_mode"`
@@ -378,6 +382,8 @@ func (m *SynthMaps) Close() error {
 type SynthVariables struct {
 	ChunkLimit            *ebpf.Variable `ebpf:"chunk_limit"`
 	FailTgid              *ebpf.Variable `ebpf:"fail_tgid"`
+	LastNsPid             *ebpf.Variable `ebpf:"last_ns_pid"`
+	LastNsTid             *ebpf.Variable `ebpf:"last_ns_tid"`
 	LastTid               *ebpf.Variable `ebpf:"last_tid"`
 	PageShift             *ebpf.Variable `ebpf:"page_shift"`
 	ResumeMode            *ebpf.Variable `ebpf:"resume_mode"`

@@ -182,6 +182,7 @@ struct walk {
 	struct mw_state *w;
 	struct batch *b; /* NULL: only walk (the floor) */
 	struct last_file *lf;
+	struct pidns ns; /* the reader's pid namespace */
 };
 
 /* libbpf's bpf_helpers.h defines it from 1.4 on; bookworm's 1.1 does not. */
@@ -532,11 +533,11 @@ static __always_inline void walk_task_records(struct walk *c, struct task_struct
 	long n;
 
 	f = batch_at(c->b);
-	fill_fork(f, task);
+	fill_fork(f, task, &c->ns, c->w->tgid, c->w->tid);
 	batch_commit(c->ctx, c->seq, c->b, &f->h, c->w->now, sizeof(*f));
 	if (synth_flags & SYNTH_CFG_NAMESPACES) {
 		ns = batch_at(c->b);
-		fill_namespaces(ns, task);
+		fill_namespaces(ns, task, c->w->tgid, c->w->tid);
 		batch_commit(c->ctx, c->seq, c->b, &ns->h, c->w->now, sizeof(*ns));
 	}
 	cm = batch_at(c->b);
@@ -571,8 +572,8 @@ static __always_inline bool walk_init(struct walk *c, struct task_struct *task, 
 	c->t = t;
 	w->map_count = 0;
 	w->seq = 0;
-	w->tgid = t->tgid;
-	w->tid = t->pid;
+	reader_pidns(&c->ns);
+	pidns_task(t, &c->ns, &w->tgid, &w->tid);
 	w->now = bpf_ktime_get_ns();
 	w->bytes = 0;
 	w->prev_end = 0;

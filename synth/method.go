@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -64,6 +65,11 @@ type MethodOptions struct {
 // of the last says why none opened.
 func OpenMethod(name string, opts MethodOptions) (*Method, error) {
 	if err := opts.Check(); err != nil {
+		return nil, err
+	}
+	// Every method reads /proc (BPF for build IDs and targets): it
+	// must number processes as this process's pid namespace does.
+	if err := procfs.CheckPidNS(); err != nil {
 		return nil, err
 	}
 	if name != MethodAuto && name != "" {

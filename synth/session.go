@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
+	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -184,6 +185,9 @@ type Session struct {
 // streaming. Missing privileges give a *PermissionError.
 func NewSession(opts SessionOptions) (*Session, error) {
 	if err := opts.Check(); err != nil {
+		return nil, err
+	}
+	if err := procfs.CheckPidNS(); err != nil {
 		return nil, err
 	}
 	rc := bpfmethod.RingConfig{Pages: opts.RingPages, Sideband: true, Records: opts.recordFlags(), BuildID: !opts.NoBuildID,

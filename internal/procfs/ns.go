@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -47,4 +48,36 @@ func MountNS(pid int) (uint64, bool) {
 		return 0, false
 	}
 	return st.Ino, true
+}
+
+// initUserNSIno is the inode of the initial user namespace's file
+// (PROC_USER_INIT_INO, include/linux/proc_ns.h): fixed since Linux 3.8.
+const initUserNSIno = 0xEFFFFFFD
+
+// InInitialUserNS reports whether this process runs in the initial user
+// namespace, where its capabilities are the ones BPF and system-wide
+// perf events check (a user namespace's hold only inside it).
+func InInitialUserNS() (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/user", &st); err != nil {
+		return false, fmt.Errorf("user namespace: %w", err)
+	}
+	return st.Ino == initUserNSIno, nil
+}
+
+// CheckPidNS returns an error if the /proc mounted here is not of this
+// process's pid namespace: it numbers the processes as another
+// namespace does, and every pid read from it or looked up in it (targets,
+// build IDs through map_files, COMMs) would be another's. A container
+// with its own pid namespace must mount its own /proc (what
+// `unshare --pid --fork --mount-proc` and container runtimes do).
+func CheckPidNS() error {
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return fmt.Errorf("read /proc/self: %w", err)
+	}
+	if pid := os.Getpid(); self != strconv.Itoa(pid) {
+		return fmt.Errorf("the /proc mounted here is another pid namespace's (/proc/self is %s, this process is %d): mount this namespace's own /proc (as unshare --mount-proc does)", self, pid)
+	}
+	return nil
 }

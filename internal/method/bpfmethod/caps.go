@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/synth-dev/synth/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,6 +31,11 @@ func (e *PermissionError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, os.ErrPermission) true for every PermissionError.
 func (e *PermissionError) Is(target error) bool { return target == os.ErrPermission }
 
+// errUserNS is why a process in a user namespace cannot load BPF, as
+// root as it may be there.
+var errUserNS = errors.New("this process runs in a user namespace, whose capabilities hold only inside it: " +
+	"BPF and system-wide perf events need CAP_BPF and CAP_PERFMON in the initial user namespace")
+
 // Capabilities the BPF method needs (include/uapi/linux/capability.h):
 // CAP_BPF to load the programs, CAP_PERFMON for system-wide perf events,
 // bpf_d_path and reading kernel memory. CAP_SYS_ADMIN implies both.
@@ -42,6 +48,9 @@ const (
 // checkCaps returns a *PermissionError naming the capabilities the
 // process's effective set lacks.
 func checkCaps() error {
+	if initial, err := procfs.InInitialUserNS(); err == nil && !initial {
+		return &PermissionError{Op: "bpf method", Err: errUserNS}
+	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
