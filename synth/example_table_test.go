@@ -63,6 +63,12 @@ func ExampleTable_Apply() {
 			fmt.Println(err)
 			return
 		}
+		// Every record: the dump's replace what the table held of each
+		// process, its end drops the processes gone, live ones follow.
+		if err := table.Apply(&rec); err != nil {
+			fmt.Println(err)
+			return
+		}
 		if rec.Kind == synth.KindDumpEnd {
 			// The table holds the dump; now map something new.
 			exe, _ := os.Executable()
@@ -80,10 +86,6 @@ func ExampleTable_Apply() {
 			defer unix.Munmap(mem)
 			addr, size = uint64(uintptr(unsafe.Pointer(&mem[0]))), uint64(len(mem))
 			continue
-		}
-		if err := table.Apply(rec.Raw); err != nil {
-			fmt.Println(err)
-			return
 		}
 		if addr == 0 {
 			continue

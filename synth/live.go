@@ -115,11 +115,38 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 			}
 			continue
 		}
+		if rec.Kind == KindLive {
+			rec.Superseded = s.superseded(rec)
+		}
 		s.count(rec)
 		n++
 	}
 	return n
 }
+
+// superseded reports whether the last dump read the process of a live
+// record after the kernel reported it: that dump's records of the
+// process hold it already. A process a dump of every process did not
+// read was gone by then: a record of it from before the dump began is
+// superseded too.
+func (s *Session) superseded(rec *Record) bool {
+	if s.readAt == nil {
+		return false
+	}
+	switch rec.Type() {
+	case perfdata.RecordMmap, perfdata.RecordMmap2, perfdata.RecordComm, perfdata.RecordFork, perfdata.RecordExit:
+	default:
+		return false
+	}
+	if at, ok := s.readAt[perfdata.RecordView(rec.Raw).Pid()]; ok {
+		return rec.Time < at
+	}
+	return !s.partial() && rec.Time < s.readStart
+}
+
+// partial reports whether the session's dumps read only some processes
+// (Options.Pids or Tids).
+func (s *Session) partial() bool { return s.tracked != nil || s.tids != nil }
 
 // readDump fills recs with the next synthesized records of the running
 // dump, or returns its end. A batch stops at the end of a part of the
@@ -163,7 +190,8 @@ func (s *Session) readDump(recs []Record) (int, error) {
 		return 0, fmt.Errorf("dump: %w", s.dumpErr)
 	}
 	s.stats.Dumps++
-	recs[0] = Record{Kind: KindDumpEnd, Gen: gen}
+	s.readStart, s.readAt = s.b.ReadTimes()
+	recs[0] = Record{Kind: KindDumpEnd, Gen: gen, Partial: s.partial()}
 	return 1, nil
 }
 

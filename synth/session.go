@@ -108,6 +108,16 @@ type Record struct {
 	// ready for perfdata.Writer.WriteRecord. It points into the
 	// session's buffers and is valid until the next call to Read.
 	Raw []byte
+	// Superseded marks a live record that the last dump read over: the
+	// kernel reported it before the dump read its process, so what the
+	// dump read of that process already holds it, or shows it undone (a
+	// mapping unmapped since, a process exited). A Table skips it; a
+	// perf.data writer writes it as any other (the dump dropped its own
+	// record of the same mapping, see DESIGN.md).
+	Superseded bool
+	// Partial marks a KindDumpEnd of a dump that read only some
+	// processes (Options.Pids or Tids): it says nothing of the others.
+	Partial bool
 }
 
 // SessionStats count what a session has streamed.
@@ -172,6 +182,10 @@ type Session struct {
 	cancel   context.CancelFunc // stops the dump running, for Close
 	live     liveQueue
 	tracked  map[uint32]struct{} // nil: every process
+	// readStart and readAt are the last dump's ReadTimes: when it began,
+	// and when it read each process.
+	readStart uint64
+	readAt    map[uint32]uint64
 	tids     map[uint32]struct{} // Options.Tids: the threads sampled; nil: all
 	ready    uint64              // records up to this time may be returned
 	lastPoll uint64

@@ -40,22 +40,36 @@ func (p *Process) Lookup(addr uint64) (*Mapping, bool) {
 }
 
 // Table is the table of processes and mappings a profiler keeps, built
-// from a dump (Snapshot) and kept current with the live stream of a
-// Session (Apply). It is not safe for concurrent use.
+// from a dump (Snapshot) and kept current with the stream of a Session
+// (Apply). At the end of each dump it holds what the kernel had: perf's
+// records report no unmapping, but a dump reports every mapping, so each
+// dump's records replace what the table held of the processes it read,
+// and the live records after them bring it up to date (see Apply).
+// Between dumps a range unmapped stays in the table until the next dump
+// (or until a mapping replaces it, or its process execs or exits). It is
+// not safe for concurrent use.
 type Table struct {
 	procs map[uint32]*Process
+	// read are the processes the dump under way has read, gen its
+	// generation.
+	read map[uint32]bool
+	gen  uint64
 }
 
 // NewTable returns an empty table.
-func NewTable() *Table { return &Table{procs: map[uint32]*Process{}} }
+func NewTable() *Table { return &Table{procs: map[uint32]*Process{}, read: map[uint32]bool{}} }
 
 // Snapshot runs one dump of m and returns the table of what it read.
 func Snapshot(ctx context.Context, m *Method) (*Table, Stats, error) {
 	t := NewTable()
-	st, err := m.Dump(ctx, func(rec []byte) error {
-		t.Apply(rec)
-		return nil
+	rec := Record{Kind: KindSynthesized}
+	st, err := m.Dump(ctx, func(raw []byte) error {
+		rec.Raw = raw
+		return t.Apply(&rec)
 	})
+	if err == nil {
+		err = t.Apply(&Record{Kind: KindDumpEnd, Partial: len(m.opts.Pids) > 0 || len(m.opts.Tids) > 0})
+	}
 	return t, st, err
 }
 
@@ -75,8 +89,18 @@ func (t *Table) Processes() []*Process {
 	return ps
 }
 
-// Apply updates the table with a record of a dump or of a session's
-// stream (its trailer, if any, is not read):
+// Apply updates the table with a record of a Session's stream, or of a
+// Method's dump given as KindSynthesized records and a KindDumpEnd:
+//   - the first record of a dump about a process drops what the table
+//     held of it: the dump's records of it are the whole of it;
+//   - a KindDumpEnd of a dump of every process (not Partial) removes the
+//     processes the dump did not read: they exited, whether or not their
+//     EXIT reached the stream;
+//   - a live record the last dump read over (Superseded) is skipped: it
+//     would bring back what the dump found gone;
+//   - samples are skipped.
+//
+// The records themselves (their trailer, if any, is not read):
 //   - MMAP2 and MMAP add a mapping, in place of what it overlaps;
 //   - COMM names the process, and with PERF_RECORD_MISC_COMM_EXEC (an
 //     exec) drops its mappings: the new program's follow;
@@ -86,7 +110,57 @@ func (t *Table) Processes() []*Process {
 //
 // Other records, and the kernel's maps, are left alone. A malformed
 // record is an error, and changes nothing.
-func (t *Table) Apply(rec []byte) error {
+func (t *Table) Apply(r *Record) error {
+	switch r.Kind {
+	case KindSample:
+		return nil
+	case KindDumpEnd:
+		if !r.Partial {
+			for pid := range t.procs {
+				if !t.read[pid] {
+					delete(t.procs, pid)
+				}
+			}
+		}
+		clear(t.read)
+		return nil
+	case KindLive:
+		if r.Superseded {
+			return nil
+		}
+	case KindSynthesized:
+		t.dumpRead(r)
+	}
+	return t.apply(r.Raw)
+}
+
+// dumpRead notes that the dump of a synthesized record read its
+// process, and on the first record of it drops what the table held.
+func (t *Table) dumpRead(r *Record) {
+	if r.Gen != t.gen {
+		clear(t.read) // a dump whose end never came
+		t.gen = r.Gen
+	}
+	v := perfdata.RecordView(r.Raw)
+	if len(r.Raw) < 16 {
+		return
+	}
+	switch v.Type() {
+	case perfdata.RecordMmap, perfdata.RecordMmap2, perfdata.RecordComm, perfdata.RecordFork, perfdata.RecordNamespaces:
+	default:
+		return
+	}
+	pid := v.Pid()
+	if v.Type() == perfdata.RecordMmap && v.Misc()&perfdata.MiscKernel != 0 || t.read[pid] {
+		return
+	}
+	t.read[pid] = true
+	if p, ok := t.procs[pid]; ok {
+		p.Mappings = p.Mappings[:0]
+	}
+}
+
+func (t *Table) apply(rec []byte) error {
 	h, err := perfdata.ParseHeader(rec)
 	if err != nil {
 		return err

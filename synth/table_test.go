@@ -34,7 +34,7 @@ func TestTableApply(t *testing.T) {
 	tb := synth.NewTable()
 	apply := func(rec []byte) {
 		t.Helper()
-		if err := tb.Apply(rec); err != nil {
+		if err := tb.Apply(&synth.Record{Kind: synth.KindLive, Raw: rec}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +80,7 @@ func TestTableApply(t *testing.T) {
 	if _, ok := tb.Process(1); ok || len(tb.Processes()) != 1 {
 		t.Errorf("after exit: %d processes", len(tb.Processes()))
 	}
-	if err := tb.Apply([]byte{10, 0, 0, 0, 0, 0, 16, 0}); err == nil {
+	if err := tb.Apply(&synth.Record{Kind: synth.KindLive, Raw: []byte{10, 0, 0, 0, 0, 0, 16, 0}}); err == nil {
 		t.Errorf("a short MMAP2 applied")
 	}
 }
@@ -143,10 +143,8 @@ func TestTableLive(t *testing.T) {
 			if err := s.ReadContext(ctx, &rec); err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
-			if rec.Kind != synth.KindDumpEnd {
-				if err := tb.Apply(rec.Raw); err != nil {
-					t.Fatal(err)
-				}
+			if err := tb.Apply(&rec); err != nil {
+				t.Fatal(err)
 			}
 			if done(&rec) {
 				return

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,6 +56,9 @@ func (c *child) command(line string) error {
 	if path, ok := strings.CutPrefix(line, "map "); ok {
 		return c.mapLater(path)
 	}
+	if line == "unmap" {
+		return c.unmapLater()
+	}
 	var i, off, protect int
 	var h string
 	if _, err := fmt.Sscanf(line, "poke %d %d %s %d", &i, &off, &h, &protect); err != nil {
@@ -91,6 +95,7 @@ type child struct {
 	spec     Spec
 	maps     [][]byte
 	existing [][]byte // the mappings of Spec.Maps, in order
+	later    [][]byte // the mappings of command "map" still mapped
 	files    []string
 }
 
@@ -240,6 +245,17 @@ func (c *child) anonExec() error {
 	return nil
 }
 
+// command "unmap" of Proc.Unmap.
+func (c *child) unmapLater() error {
+	n := len(c.later)
+	if n == 0 {
+		return errors.New("unmap: nothing mapped with map")
+	}
+	m := c.later[n-1]
+	c.later = c.later[:n-1]
+	return unix.Munmap(m)
+}
+
 func (c *child) dataFile() error {
 	if err := c.mapFile(filepath.Join(c.spec.Dir, "data-ro.bin"), 2, unix.PROT_READ, false); err != nil {
 		return err
@@ -342,5 +358,6 @@ func (c *child) mapLater(path string) error {
 		return fmt.Errorf("mmap %s: %w", path, err)
 	}
 	c.maps = append(c.maps, m)
+	c.later = append(c.later, m)
 	return nil
 }

@@ -168,6 +168,10 @@ func (p *Proc) Poke(i int, off int64, data []byte, protect bool) error {
 // private, as a library loaded after it started.
 func (p *Proc) Map(path string) error { return p.command("map " + path) }
 
+// Unmap has the process unmap the last mapping Map made that it has not
+// unmapped yet.
+func (p *Proc) Unmap() error { return p.command("unmap") }
+
 // command sends the process a command line and waits for its answer.
 func (p *Proc) command(line string) error {
 	p.mu.Lock()

@@ -18,6 +18,7 @@ import (
 	"github.com/synth-dev/synth/internal/buildid"
 	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/perfdata"
 )
 
 // paceUnit mirrors SYNTH_PACE_UNIT in bpf/synth.h: the programs write one
@@ -57,7 +58,11 @@ type BPF struct {
 	// records of the side-band rings feed it while dumping.
 	dd      *dedupe.Deduper
 	dumping bool
-	live    liveBuf
+	// readStart is when the last dump began, readAt when it first read
+	// each process (by its records' times): see ReadTimes.
+	readStart uint64
+	readAt    map[uint32]uint64
+	live      liveBuf
 	// The sample_type of the side-band's records and of the sampler's,
 	// and the sampler's ids, to read a live record's time with.
 	liveST, samplerST uint64
@@ -318,7 +323,8 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ru
 	}
 	d.Stats.Steps = append(d.Stats.Steps, b.objs.takeSteps()...) // the loading, for the first dump
 	b.gen++
-	b.dd.Begin(b.gen, MonotonicNow())
+	b.readStart, b.readAt = MonotonicNow(), make(map[uint32]uint64)
+	b.dd.Begin(b.gen, b.readStart)
 	r := &Run{b: b, d: d, dups: b.dd.Duplicates, stale: b.dd.Stale}
 	b.dumping = true
 	err := b.read(ctx, d)
@@ -327,6 +333,28 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ru
 	b.dd.End()
 	r.done = err != nil
 	return r, err
+}
+
+// ReadTimes returns when the last dump began, and when it first read
+// each process it read (CLOCK_MONOTONIC). A live record of a process
+// older than that is already in what the dump read of it, or undone
+// there: a mapping made then, or one unmapped since.
+func (b *BPF) ReadTimes() (start uint64, readAt map[uint32]uint64) {
+	return b.readStart, b.readAt
+}
+
+// noteRead notes the time of a synthesized record of the dump under way
+// for the process it is about.
+func (b *BPF) noteRead(raw []byte, t uint64) {
+	switch perfdata.RecordView(raw).Type() {
+	case perfdata.RecordMmap2, perfdata.RecordComm, perfdata.RecordFork, perfdata.RecordNamespaces:
+	default:
+		return
+	}
+	pid := perfdata.RecordView(raw).Pid()
+	if at, ok := b.readAt[pid]; !ok || t < at {
+		b.readAt[pid] = t
+	}
 }
 
 // Write hands the held records to emit, about limit bytes of them (0:

@@ -173,6 +173,9 @@ func (b *BPF) deliver(d *assemble.Assembler, r *round, add func([]byte) error) e
 			}
 			raw = b.next
 		}
+		if rec.gen == b.gen {
+			b.noteRead(raw, rec.time)
+		}
 		if !b.dd.Keep(raw, rec.gen, rec.time) {
 			continue
 		}
