@@ -186,12 +186,12 @@ type Session struct {
 	// and when it read each process.
 	readStart uint64
 	readAt    map[uint32]uint64
-	tids     map[uint32]struct{} // Options.Tids: the threads sampled; nil: all
-	ready    uint64              // records up to this time may be returned
-	lastPoll uint64
-	stats    SessionStats
-	pollfds  []unix.PollFd
-	readCtx  context.Context // of the ReadContext running; nil: none
+	tids      map[uint32]struct{} // Options.Tids: the threads sampled; nil: all
+	ready     uint64              // records up to this time may be returned
+	lastPoll  uint64
+	stats     SessionStats
+	pollfds   []unix.PollFd
+	readCtx   context.Context // of the ReadContext running; nil: none
 }
 
 // NewSession loads the BPF programs, opens the rings with the live
