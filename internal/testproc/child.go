@@ -34,6 +34,7 @@ func Main() {
 	}
 	fmt.Println("ready")
 	if spec.Churn {
+		c.pause = make(chan chan struct{})
 		go c.churn()
 	}
 	// Commands until the parent closes stdin.
@@ -58,6 +59,9 @@ func (c *child) command(line string) error {
 	}
 	if line == "unmap" {
 		return c.unmapLater()
+	}
+	if line == "pause" {
+		return c.pauseChurn()
 	}
 	var i, off, protect int
 	var h string
@@ -94,8 +98,9 @@ func fail(err error) {
 type child struct {
 	spec     Spec
 	maps     [][]byte
-	existing [][]byte // the mappings of Spec.Maps, in order
-	later    [][]byte // the mappings of command "map" still mapped
+	existing [][]byte           // the mappings of Spec.Maps, in order
+	later    [][]byte           // the mappings of command "map" still mapped
+	pause    chan chan struct{} // asks the churn to stop changing anything
 	files    []string
 }
 

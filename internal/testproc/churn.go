@@ -51,8 +51,25 @@ func (c *child) churn() {
 		if i%16 == 0 {
 			_ = exec.Command("/bin/true").Run() // fork, exec, exit
 		}
-		time.Sleep(200 * time.Microsecond)
+		select {
+		case paused := <-c.pause:
+			close(paused)
+			select {} // until the process is stopped
+		case <-time.After(200 * time.Microsecond):
+		}
 	}
+}
+
+// pauseChurn is the command "pause" of Proc.Pause: it returns once the
+// churn has stopped changing the process.
+func (c *child) pauseChurn() error {
+	if c.pause == nil {
+		return fmt.Errorf("pause: the process does not churn")
+	}
+	paused := make(chan struct{})
+	c.pause <- paused
+	<-paused
+	return nil
 }
 
 // mapNew maps a new two-page file r-x, private.

@@ -168,6 +168,10 @@ func (p *Proc) Poke(i int, off int64, data []byte, protect bool) error {
 // private, as a library loaded after it started.
 func (p *Proc) Map(path string) error { return p.command("map " + path) }
 
+// Pause has a churning process (Spec.Churn) stop changing its mappings
+// and starting processes, for good; it returns once it has.
+func (p *Proc) Pause() error { return p.command("pause") }
+
 // Unmap has the process unmap the last mapping Map made that it has not
 // unmapped yet.
 func (p *Proc) Unmap() error { return p.command("unmap") }

@@ -1,0 +1,287 @@
+package synth_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/elfnote/elftest"
+	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
+	"github.com/synth-dev/synth/synth"
+)
+
+// soakFor is how long TestSoak runs: a few seconds in make test, minutes
+// to hours in make soak (SOAK=1h).
+var soakFor = flag.Duration("soak", 5*time.Second, "how long TestSoak runs the agent loop")
+
+// usage is what a long-running agent must keep flat.
+type usage struct {
+	rss int64 // bytes
+	// fds are the file descriptors open but for BPF programs and their
+	// BTF, progs the programs: a dump loads the task_vma iterator's
+	// program the first time a process's maple walk does not hold.
+	fds, progs int
+	goroutines int
+	procs      int // processes in the table
+	mappings   int // mappings in the table
+}
+
+func measure(t *testing.T, tb *synth.Table) usage {
+	t.Helper()
+	runtime.GC()
+	u := usage{goroutines: runtime.NumGoroutine()}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			u.rss = kb << 10
+		}
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		switch l, _ := os.Readlink("/proc/self/fd/" + fd.Name()); l {
+		case "anon_inode:bpf-prog":
+			u.progs++
+		case "anon_inode:btf":
+		default:
+			u.fds++
+		}
+	}
+	for _, p := range tb.Processes() {
+		u.procs++
+		u.mappings += len(p.Mappings)
+	}
+	return u
+}
+
+func (u usage) String() string {
+	return fmt.Sprintf("RSS %.1f MB, %d fds and %d BPF programs, %d goroutines; table: %d processes, %d mappings",
+		float64(u.rss)/(1<<20), u.fds, u.progs, u.goroutines, u.procs, u.mappings)
+}
+
+// agentDump is one turn of an agent's loop: a dump into the table, then
+// the live stream until the turn's time is up (then a Flush for what
+// the rings hold).
+func agentDump(t *testing.T, s *synth.Session, tb *synth.Table, turn time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(turn)
+	ctx, cancel := context.WithTimeout(t.Context(), turn+10*time.Second)
+	defer cancel()
+	if err := s.Dump(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rec synth.Record
+	flushed := false
+	for {
+		rctx, rcancel := context.WithDeadline(ctx, deadline)
+		err := s.ReadContext(rctx, &rec)
+		rcancel()
+		switch {
+		case errors.Is(err, synth.ErrFlushed):
+			return
+		case errors.Is(err, context.DeadlineExceeded) && !flushed:
+			flushed, deadline = true, time.Now().Add(10*time.Second)
+			if err := s.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		case err != nil:
+			t.Fatal(err)
+		}
+		if err := tb.Apply(&rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// churnELF has this process map, every few milliseconds until stop is
+// closed, a new ELF file with a new build ID, unmapping the oldest of
+// the 16 it keeps: the build-ID cache and the table see new files all
+// the time.
+func churnELF(t *testing.T, dir string, stop <-chan struct{}) (done <-chan struct{}) {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		var live [][]byte
+		defer func() {
+			for _, m := range live {
+				unix.Munmap(m)
+			}
+		}()
+		for i := 0; ; i++ {
+			id := make([]byte, 20)
+			rand.Read(id)
+			path := filepath.Join(dir, fmt.Sprintf("elf-%d.so", i))
+			b := elftest.Good(id)
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Error(err)
+				return
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			m, err := unix.Mmap(int(f.Fd()), 0, len(b), unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
+			f.Close()
+			os.Remove(path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			live = append(live, m)
+			if len(live) > 16 {
+				unix.Munmap(live[0])
+				live = live[1:]
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return ch
+}
+
+// diffProc counts the executable mappings of pid the table has and
+// /proc lacks, and those /proc has and the table lacks.
+func diffProc(t *testing.T, tb *synth.Table, pid int) (extra, missing int, ok bool) {
+	want, ok := tryProcKeys(pid, false)
+	if !ok {
+		return 0, 0, false
+	}
+	var procSet []string
+	for _, k := range want {
+		if k.prot&4 != 0 {
+			procSet = append(procSet, fmt.Sprintf("%x-%x %x %d %s", k.start, k.end, k.pgoff, k.prot, k.path))
+		}
+	}
+	var tableSet []string
+	if p, ok := tb.Process(uint32(pid)); ok {
+		tableSet = tableKeys(p)
+	}
+	for _, k := range tableSet {
+		if !slices.Contains(procSet, k) {
+			extra++
+		}
+	}
+	for _, k := range procSet {
+		if !slices.Contains(tableSet, k) {
+			missing++
+		}
+	}
+	return extra, missing, true
+}
+
+// An agent's loop, for -soak (make soak: SOAK=30m): a Session of the
+// whole host dumps every 200 ms into a Table and applies the live stream
+// between dumps, while two processes map and unmap files at moving
+// addresses and start short children, and this one maps ELF files with
+// new build IDs. The session's memory, file descriptors (its BPF maps
+// and rings among them) and goroutines stay flat; once the churn stops,
+// one more dump leaves the table exactly as /proc for every process it
+// controls (and it says how the rest of the host compares).
+func TestSoak(t *testing.T) {
+	testenv.Root(t)
+	dir := t.TempDir()
+	churners := []*testproc.Proc{
+		testproc.StartT(t, testproc.Spec{Dir: dir, Churn: true}),
+		testproc.StartT(t, testproc.Spec{Dir: dir, Churn: true}),
+	}
+	stop := make(chan struct{})
+	elfDone := churnELF(t, dir, stop)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-elfDone
+	}()
+	s, err := synth.NewSession(synth.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb := synth.NewTable()
+	const turn = 200 * time.Millisecond
+	agentDump(t, s, tb, turn) // the first dump loads the build-ID cache
+	first := measure(t, tb)
+	t.Logf("start: %v", first)
+	report := max(*soakFor/10, time.Second)
+	start, next := time.Now(), time.Now().Add(report)
+	dumps := 1
+	for time.Since(start) < *soakFor {
+		agentDump(t, s, tb, turn)
+		dumps++
+		if time.Now().After(next) {
+			next = next.Add(report)
+			t.Logf("%v: %d dumps; %v", time.Since(start).Round(time.Second), dumps, measure(t, tb))
+		}
+	}
+
+	// Freeze the churn, dump once more, compare with /proc.
+	for _, p := range churners {
+		if err := p.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-elfDone
+	agentDump(t, s, tb, turn)
+	last := measure(t, tb)
+	st := s.Stats()
+	t.Logf("end, after %d dumps in %v: %v; %d synthesized, %d live records applied, %d lost",
+		dumps+1, time.Since(start).Round(time.Second), last, st.Synthesized, st.Live, st.Lost+st.LiveLost)
+	for _, pid := range []int{churners[0].Pid, churners[1].Pid, os.Getpid()} {
+		if extra, missing, ok := diffProc(t, tb, pid); !ok || extra != 0 || missing != 0 {
+			t.Errorf("pid %d: %d mappings in the table that /proc lacks, %d missing (read /proc: %v)", pid, extra, missing, ok)
+		}
+	}
+	hostExtra, hostMissing, noMaps := 0, 0, 0
+	for _, p := range tb.Processes() {
+		extra, missing, ok := diffProc(t, tb, int(p.Pid))
+		if !ok {
+			noMaps++
+			continue
+		}
+		hostExtra += extra
+		hostMissing += missing
+	}
+	pids, _ := procfs.Pids()
+	t.Logf("the whole host: the table has %d processes, /proc %d; of their executable mappings, %d in the table that /proc lacks, %d missing "+
+		"(%d without maps: kernel threads, or gone since)", len(tb.Processes()), len(pids), hostExtra, hostMissing, noMaps)
+
+	// Flat: the same descriptors and goroutines as after the first
+	// dump, memory within what a GC cycle holds.
+	if last.fds != first.fds || last.progs > first.progs+1 || last.goroutines > first.goroutines+2 {
+		t.Errorf("start: %v\nend: %v", first, last)
+	}
+	if last.rss > 2*first.rss+32<<20 {
+		t.Errorf("RSS grew from %.1f to %.1f MB", float64(first.rss)/(1<<20), float64(last.rss)/(1<<20))
+	}
+	if st.Lost+st.LiveLost > 0 {
+		t.Logf("records lost: the table is exact again at the next dump")
+	}
+}
