@@ -12,7 +12,7 @@ import (
 
 // synthBTF is the .BTF section of synth's own BPF object.
 func synthBTF(t testing.TB) []byte {
-	f, err := elf.Open("../../bpf/synth_x86_bpfel.o")
+	f, err := elf.Open("../../bpf/synth_bpfel.o")
 	if err != nil {
 		t.Fatal(err)
 	}
