@@ -99,5 +99,28 @@ vmtest: deps
 vmtest-short: deps
 	VMTEST_SUITE=short testdata/vmtest/run.sh 6.1 newest
 
+# The same tests on Debian's arm64 kernels: 6.1 and 6.12 (Debian 12),
+# the newest Debian ships, and 6.12 with 16K pages (the arm64-16k
+# flavour), under qemu-system-aarch64 (TCG) over a Debian 12 arm64
+# userland that testdata/vmtest/rootfs.sh builds once; the tests are
+# cross-built. One line per kernel, as vmtest. KERNELS="6.12-16k" picks
+# some. vmtest-arm64-short, for CI: the dump against /proc on the
+# 16K-page kernel.
+# An agent's loop (TestSoak) under mmap/munmap, process and build-ID
+# churn for SOAK (default 3m; SOAK=1h): RSS, descriptors, goroutines and
+# the Table's size at intervals, the Table against /proc at the end.
+# make test runs it for 5 s.
+SOAK ?= 3m
+.PHONY: soak
+soak: deps
+	SYNTH_REQUIRE=1 $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 0 ./synth -args -soak=$(SOAK)
+
+.PHONY: vmtest-arm64 vmtest-arm64-short
+vmtest-arm64: deps
+	VMTEST_ARCH=arm64 testdata/vmtest/run.sh $(KERNELS)
+
+vmtest-arm64-short: deps
+	VMTEST_ARCH=arm64 VMTEST_SUITE=short testdata/vmtest/run.sh 6.12-16k
+
 clean:
 	rm -rf bin

@@ -28,6 +28,14 @@
 # (slow but works in VMs without nested virtualization); $VMTEST_ACCEL
 # (kvm or tcg) decides instead.
 #
+# A guest of another architecture (VMTEST_ARCH=arm64: Debian's arm64
+# kernels under qemu-system-aarch64 -M virt, TCG with -cpu
+# max,pauth-impdef=on; console ttyAMA0) cannot run the host's root: -R
+# gives it a root of its own instead (rootfs.sh builds one), shared the
+# same way, whose bin/busybox (busybox-static of that architecture) is
+# also the initramfs's; -b shares the host's directories it needs (the
+# test binaries, the checkout) at the same paths.
+#
 # CMD's stdout and stderr come out on the serial console, which is our
 # stdout (CRs stripped); its exit status is reported as a VMTEST_EXIT=<rc>
 # line and becomes ours. 124: timeout; 125: the guest died without a status.
@@ -40,12 +48,16 @@
 #   -t SECONDS    kill QEMU after this long (default 1200)
 #   -o FILE       also save the whole console log in FILE
 #   -s            run an interactive shell in the chroot instead of CMD
+#   -R DIR        the guest's root: the host's DIR instead of / (read-only)
+#   -b DIR        also share the host's DIR, read-only, at the same path
+#                 (repeatable; created in a -R root that lacks it)
 # Environment: VMTEST_MEM (MiB, default 3072), VMTEST_SMP (default 2),
-# VMTEST_ACCEL (kvm or tcg).
+# VMTEST_ACCEL (kvm or tcg), VMTEST_ARCH (amd64, the default, or arm64:
+# the kernel's and the -R root's architecture).
 set -eu
 
 usage() {
-	echo "usage: $0 [-C DIR] [-e NAME=VAL]... [-m MODULE]... [-a KERNELARGS] [-t SECONDS] [-o LOG] [-s] KERNELDIR [-- CMD [ARG...]]" >&2
+	echo "usage: $0 [-C DIR] [-e NAME=VAL]... [-m MODULE]... [-a KERNELARGS] [-t SECONDS] [-o LOG] [-s] [-R ROOTDIR] [-b DIR]... KERNELDIR [-- CMD [ARG...]]" >&2
 	exit 2
 }
 
@@ -53,7 +65,8 @@ usage() {
 q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 
 dir=$PWD envs=() mods=(virtio_pci 9pnet_virtio 9p overlay fuse virtio_blk ?crc32c_generic ext4) append= timeout=1200 log= shell=
-while getopts C:e:m:a:t:o:sh opt; do
+root=/ shares=()
+while getopts C:e:m:a:t:o:sR:b:h opt; do
 	case $opt in
 	C) dir=$(cd "$OPTARG" && pwd) ;;
 	e) [[ $OPTARG =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage; envs+=("$OPTARG") ;;
@@ -62,6 +75,8 @@ while getopts C:e:m:a:t:o:sh opt; do
 	t) timeout=$OPTARG ;;
 	o) log=$OPTARG ;;
 	s) shell=1 ;;
+	R) root=$(cd "$OPTARG" && pwd) ;;
+	b) shares+=("$(cd "$OPTARG" && pwd)") ;;
 	*) usage ;;
 	esac
 done
@@ -78,6 +93,21 @@ else
 fi
 
 case $dir/ in /tmp/* | /var/tmp/*) echo "$0: warning: $dir is hidden in the guest by a fresh tmpfs" >&2 ;; esac
+
+arch=${VMTEST_ARCH:-amd64}
+case $arch in amd64 | arm64) ;; *) echo "$0: VMTEST_ARCH=$arch: want amd64 or arm64" >&2; exit 2 ;; esac
+native=
+[ "$arch" != "$(dpkg --print-architecture)" ] || native=1
+[ -n "$native" ] || [ "$root" != / ] || { echo "$0: an $arch guest cannot run the host's root: give it one with -R (rootfs.sh)" >&2; exit 2; }
+# The initramfs's busybox: the host's, or the guest root's for another
+# architecture.
+busybox=/bin/busybox
+[ -n "$native" ] || busybox=$root/bin/busybox
+[ -x "$busybox" ] || { echo "$0: no $busybox (busybox-static)" >&2; exit 2; }
+# The -b shares' mount points.
+for s in "${shares[@]}"; do
+	[ "$root" = / ] || mkdir -p "$root$s"
+done
 
 # kernel.sh unpacks both of Debian's layouts to boot/vmlinuz-VERSION; a
 # split kernel (6.19 on) unpacked by hand has only the modules
@@ -101,7 +131,12 @@ trap 'rm -rf "$tmp"' EXIT
 # --- initramfs --------------------------------------------------------------
 
 mkdir -p "$tmp"/root/{bin,dev,proc,sys,newroot,rw,lib/modules,vmtest}
-cp /bin/busybox "$tmp/root/bin/busybox"
+cp "$busybox" "$tmp/root/bin/busybox"
+i=0
+for s in "${shares[@]}"; do
+	echo "share$i $s"
+	i=$((i + 1))
+done >"$tmp/root/shares"
 
 # Copy a module and, first, what it depends on (its depends= modinfo),
 # adding each once to the load order. Built-in modules are skipped.
@@ -136,7 +171,7 @@ echo $order >"$tmp/root/lib/modules/order"
 
 cat >"$tmp/root/init" <<'EOF'
 #!/bin/busybox sh
-# vmtest guest init: mount the host's root over 9p, run the command chrooted.
+# vmtest guest init: mount the host's root (or -R's) over 9p, run the command chrooted.
 export PATH=/bin
 /bin/busybox mount -t proc proc /proc
 /bin/busybox --install -s /bin
@@ -155,6 +190,10 @@ done
 r=/newroot
 mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=loose hostroot $r ||
 	fail "cannot mount the host's root"
+while read -r tag path; do
+	mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=loose "$tag" "$r$path" ||
+		fail "cannot mount the host's $path"
+done </shares
 mount -t proc proc $r/proc &&
 mount -t sysfs sys $r/sys &&
 mount -t devtmpfs dev $r/dev &&
@@ -212,24 +251,39 @@ mkfs.ext4 -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "$tmp/scratch.img
 
 # VMTEST_ACCEL=kvm or tcg; unset: KVM when /dev/kvm is there (run.sh
 # first boots a guest to see whether KVM works: a nested /dev/kvm can
-# exist and still fail, see there).
+# exist and still fail, see there). A guest of another architecture
+# than the host's runs under TCG alone.
+# arm64: pauth-impdef=on has TCG use QEMU's own pointer-authentication
+# hash instead of the architected QARMA, much faster.
+case $arch in
+amd64) machine=(qemu-system-x86_64 -machine q35) tcgcpu=max console=ttyS0 ;;
+arm64) machine=(qemu-system-aarch64 -machine virt) tcgcpu=max,pauth-impdef=on console=ttyAMA0 ;;
+esac
+[ -n "$native" ] || [ -n "${VMTEST_ACCEL:-}" ] || VMTEST_ACCEL=tcg
 case ${VMTEST_ACCEL:-} in
 kvm) accel=(-accel kvm -cpu host) ;;
-tcg) accel=(-accel tcg -cpu max) ;;
+tcg) accel=(-accel tcg -cpu "$tcgcpu") ;;
 '') if [ -w /dev/kvm ] && [ -r /dev/kvm ]; then
 	accel=(-accel kvm -cpu host)
 else
-	accel=(-accel tcg -cpu max)
+	accel=(-accel tcg -cpu "$tcgcpu")
 fi ;;
 *) echo "$0: VMTEST_ACCEL=$VMTEST_ACCEL: want kvm or tcg" >&2; exit 2 ;;
 esac
-qemu=(qemu-system-x86_64 -machine q35 "${accel[@]}" -m "${VMTEST_MEM:-3072}" -smp "${VMTEST_SMP:-2}"
+[ "$arch/${accel[1]}" != arm64/kvm ] || machine[2]=virt,gic-version=host
+# QEMU's option syntax doubles a comma in a value.
+qemu=("${machine[@]}" "${accel[@]}" -m "${VMTEST_MEM:-3072}" -smp "${VMTEST_SMP:-2}"
 	-nographic -no-reboot
 	-kernel "$vmlinuz" -initrd "$tmp/initrd"
-	-append "console=ttyS0 panic=-1 quiet loglevel=1$append"
-	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap
+	-append "console=$console panic=-1 quiet loglevel=1$append"
+	-virtfs "local,path=${root//,/,,},mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
 	-drive "file=$tmp/scratch.img,if=virtio,format=raw,cache=unsafe"
 	-nic none)
+i=0
+for s in "${shares[@]}"; do
+	qemu+=(-virtfs "local,path=${s//,/,,},mount_tag=share$i,security_model=none,readonly=on,multidevs=remap")
+	i=$((i + 1))
+done
 
 if [ -n "$shell" ]; then # straight to the terminal
 	timeout --foreground "$timeout" "${qemu[@]}"

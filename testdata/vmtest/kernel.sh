@@ -25,7 +25,7 @@
 # --newest prints a PKG: --newest 6.1 e.g. linux-image-6.1.0-56-amd64,
 # --newest 6.12 e.g. linux-image-6.12.117+deb12-amd64, --newest 7.3 (in
 # trixie-backports) e.g. linux-binary-7.3.4+deb13-amd64; SERIES may be a
-# major version alone (7). It picks the generic amd64 flavour (not cloud
+# major version alone (7). It picks the generic flavour (not cloud
 # or rt: cloud has no 9p), the signed package when the archive has it,
 # else the unsigned one (both ship the same vmlinuz and modules), and
 # skips a split kernel whose base or modules the suite no longer has
@@ -43,21 +43,46 @@
 # mirror), through an apt state of their own under $VMTEST_CACHE (default
 # /var/cache/synth-vmtest, also the default CACHEDIR), refreshed daily:
 # the host's apt sources are left as they are.
+#
+# VMTEST_ARCH (default amd64) picks the Debian architecture, and
+# VMTEST_FLAVOUR (default: the architecture) the kernel flavour: arm64,
+# or arm64-16k for Debian's kernel with 16K pages (arm64 has no 64K
+# flavour): VMTEST_ARCH=arm64 VMTEST_FLAVOUR=arm64-16k
+# VMTEST_APT_SUITE=trixie-security kernel.sh --newest 6.12 prints e.g.
+# linux-image-6.12.118+deb13-arm64-16k (Debian signs arm64 kernels too:
+# boot/vmlinuz is then an uncompressed Image, which QEMU boots as it is).
+# Another architecture than the host's needs VMTEST_APT_SUITE (the
+# host's apt has none of its packages), and has apt states of its own,
+# $VMTEST_CACHE/apt-SUITE-ARCH, whose apt sees that architecture alone
+# and no installed package.
 set -eu
 
 cache=${VMTEST_CACHE:-/var/cache/synth-vmtest}
 newest_suites="trixie-backports forky sid"
+arch=${VMTEST_ARCH:-amd64}
+flavour=${VMTEST_FLAVOUR:-$arch}
+foreign=
+[ "$arch" = "$(dpkg --print-architecture)" ] || foreign=1
 
 # suite SUITE points apt_opts at SUITE's own apt state (the host's for "").
 suite() {
 	apt_opts=()
-	[ -n "$1" ] || return 0
+	if [ -z "$1" ]; then
+		[ -z "$foreign" ] || { echo "$0: VMTEST_ARCH=$arch needs VMTEST_APT_SUITE" >&2; exit 2; }
+		return 0
+	fi
 	local st=$cache/apt-$1 url=http://deb.debian.org/debian
+	[ -z "$foreign" ] || st=$st-$arch
 	case $1 in *-security) url=http://deb.debian.org/debian-security ;; esac
 	mkdir -p "$st/lists/partial" "$st/cache/archives/partial"
 	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $url $1 main" >"$st/sources.list"
 	apt_opts=(-o "Dir::Etc::SourceList=$st/sources.list" -o Dir::Etc::SourceParts=/dev/null
 		-o "Dir::State::Lists=$st/lists" -o "Dir::Cache=$st/cache")
+	if [ -n "$foreign" ]; then
+		# That architecture's packages only, none installed.
+		: >>"$st/status"
+		apt_opts+=(-o "APT::Architecture=$arch" -o "APT::Architectures::=$arch" -o "Dir::State::status=$st/status")
+	fi
 	# Refresh the suite's package lists at most once a day.
 	if [ -z "$(find "$st/lists" -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
 		apt-get "${apt_opts[@]}" update -q >&2
@@ -67,13 +92,13 @@ suite() {
 # newest SERIES prints the newest complete kernel PKG of SERIES (an ERE)
 # in the current suite, or nothing.
 newest() {
-	local names v re="($1[.-][0-9.]*[-+][0-9a-z.+-]*amd64)"
+	local names v re="($1[.-][0-9.]*[-+][0-9a-z.+-]*$flavour)"
 	names=$(apt-cache "${apt_opts[@]}" search --names-only '^linux-(image|binary|base|modules)-' | awk '{print $1}')
 	has() { printf '%s\n' "$names" | grep -qxF "$1"; }
 	# The versions, newest first; a split kernel has an image name too.
 	for v in $(printf '%s\n' "$names" |
 		sed -nE -e "s/^linux-image-$re(-unsigned)?\$/\\1/p" -e "s/^linux-binary-(unsigned-)?$re\$/\\2/p" |
-		grep -Ev -- '-(cloud|rt)-amd64$' | sort -uV | tac); do
+		grep -Ev -- "-(cloud|rt)-$flavour\$" | sort -uV | tac); do
 		if has "linux-binary-$v" || has "linux-binary-unsigned-$v"; then
 			# Older split kernels linger as their signed part alone.
 			has "linux-base-$v" && has "linux-modules-$v" || continue
