@@ -2,6 +2,7 @@ package synth_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -70,9 +71,22 @@ func TestSessionChurn(t *testing.T) {
 		}
 		dups = append(dups, s.LastDump().Duplicates)
 		// A generation's live window runs until the next dump starts.
-		// A dump now takes about a millisecond: leave the churn time
-		// to show in every window.
+		// A dump takes about a millisecond: leave the churn time to
+		// show in every window, until one of its mappings does (a
+		// loaded host may not run the churn for a while).
+		gen := rec.Gen
 		time.Sleep(5 * time.Millisecond)
+		for start := time.Now(); genOf(gen).live == 0 && time.Since(start) < 5*time.Second; {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			err := s.ReadContext(ctx, &rec)
+			cancel()
+			switch {
+			case err == nil:
+				collect(t, genOf(rec.Gen), &rec, st)
+			case !errors.Is(err, context.DeadlineExceeded):
+				t.Fatal(err)
+			}
+		}
 	}
 	readFlushed(t, s, func(rec *synth.Record) { collect(t, genOf(rec.Gen), rec, st) })
 	// The Go runtime of a stable process may still start a thread, whose
