@@ -2,6 +2,7 @@ package synth_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -39,7 +40,10 @@ func TestWalkUnderProcessChurn(t *testing.T) {
 // lets go of the mmap lock between reads: a process that exits between
 // two is dropped, not written in part.
 func walkUnderChurn(t *testing.T, walk string) {
-	const dumps, vmaPages = 1000, 2000
+	// Enough VMAs for several chunks of the smallest rings, whose size
+	// (and so the chunk's) grows with the page size.
+	const dumps = 1000
+	vmaPages := 2000 * max(1, os.Getpagesize()/4096)
 	var (
 		mu    sync.Mutex
 		lives = map[int]*life{}

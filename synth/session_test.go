@@ -82,7 +82,8 @@ func TestSessionLiveMmap(t *testing.T) {
 		t.Fatal("dump of this process has no mappings")
 	}
 	path := filepath.Join(t.TempDir(), "live-mapped")
-	if err := os.WriteFile(path, make([]byte, 8192), 0o644); err != nil {
+	size := 2 * os.Getpagesize()
+	if err := os.WriteFile(path, make([]byte, size), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(path)
@@ -90,7 +91,7 @@ func TestSessionLiveMmap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	mem, err := unix.Mmap(int(f.Fd()), 0, 8192, unix.PROT_READ, unix.MAP_SHARED)
+	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestSessionLiveMmap(t *testing.T) {
 			t.Fatal(err)
 		}
 		if m.Filename == path {
-			if rec.Gen != 1 || rec.Time == 0 || m.Len != 8192 {
+			if rec.Gen != 1 || rec.Time == 0 || m.Len != uint64(size) {
 				t.Errorf("live record gen %d time %d len %d", rec.Gen, rec.Time, m.Len)
 			}
 			break

@@ -17,9 +17,19 @@ import (
 // kernelPid is the pid perf gives the kernel's maps (HOST_KERNEL_ID).
 const kernelPid = ^uint32(0)
 
-// kernelMapName is the name perf gives the kernel text map: the DSO name
-// followed by the reference symbol its relocation is computed from.
-const kernelMapName = "[kernel.kallsyms]_text"
+// kernelDSO is the name perf gives the kernel's DSO; its text map's
+// name adds the reference symbol its relocation is computed from,
+// "[kernel.kallsyms]_text" (KernelMap.name).
+const kernelDSO = "[kernel.kallsyms]"
+
+// refSymbols are the symbols perf takes the kernel text's start from, in
+// its order (ref_reloc_sym_names, tools/perf/util/machine.c): arm64
+// kernels before 6.2 have no _text in kallsyms, only _stext.
+var refSymbols = [...]string{"_text", "_stext"}
+
+// openEnd is the end of a kernel text map whose end perf could not find
+// in kallsyms: ~0ULL, until a module above the text bounds it.
+const openEnd = ^uint64(0)
 
 // KernelMap is one kernel or module text map.
 type KernelMap struct {
@@ -51,7 +61,11 @@ func (d *Assembler) KernelMaps(k Kernel) error {
 	if len(mods) > 0 {
 		modulePaths(mods, libModules())
 	}
-	maps := append(append([]KernelMap{k.Text}, k.Trampolines...), mods...)
+	text := k.Text
+	if text.start+text.len == openEnd {
+		text = boundText(text, mods)
+	}
+	maps := append(append([]KernelMap{text}, k.Trampolines...), mods...)
 	for _, km := range maps {
 		m := perfdata.Mmap{
 			Misc:     perfdata.MiscKernel,
@@ -70,10 +84,30 @@ func (d *Assembler) KernelMaps(k Kernel) error {
 
 // TextMap is the kernel text map for the bounds of _text and _etext.
 func TextMap(start, end uint64) KernelMap {
+	return textMap(refSymbols[0], start, end)
+}
+
+// textMap is the kernel text map from reference symbol ref at start to
+// end (openEnd: not known).
+func textMap(ref string, start, end uint64) KernelMap {
 	if start == 0 || end <= start {
 		return KernelMap{}
 	}
-	return KernelMap{name: kernelMapName, start: start, len: end - start, pgoff: start}
+	return KernelMap{name: kernelDSO + ref, start: start, len: end - start, pgoff: start}
+}
+
+// boundText ends a text map of open end where the first module above it
+// begins, as perf's machine__create_kernel_maps does; without one (arm64
+// puts its modules below the kernel) it runs to the top of the address
+// space, as in perf.
+func boundText(text KernelMap, mods []KernelMap) KernelMap {
+	for _, m := range mods { // by address
+		if m.start > text.start {
+			text.len = m.start - text.start
+			break
+		}
+	}
+	return text
 }
 
 // ReadKallsyms reads the kernel text map and the entry trampolines from
@@ -118,27 +152,34 @@ const (
 	trampolineMapName = "__entry_SYSCALL_64_trampoline"
 )
 
-// scanKallsyms finds the _text and _etext symbols in /proc/kallsyms
-// text, and the entry trampolines as perf's
+// scanKallsyms finds the kernel text in /proc/kallsyms text as perf's
+// machine__get_running_kernel_start does: it starts at the first of
+// refSymbols that is a function symbol and ends at _etext if that is one
+// too (arm64's _etext, the start of its read-only data, is not: the map
+// then has an open end). The entry trampolines are read as perf's
 // machine__create_extra_kernel_maps does: only if the kernel has a
 // global _entry_trampoline, which lies before _etext, is the rest read.
 func scanKallsyms(r io.Reader) (Kernel, error) {
 	sc := bufio.NewScanner(r)
-	var text, etext, entry uint64
-	var found int
+	var refs [len(refSymbols)]uint64
+	var etext, entry uint64
+	var seen, seenEtext bool // hidden addresses (kptr_restrict) are 0
 	var tramps []uint64
-	for sc.Scan() && (found < 2 || entry != 0) {
+	for sc.Scan() && (!seenEtext || entry != 0) {
 		addr, typ, name, ok := kallsymsLine(sc.Bytes())
 		if !ok {
 			continue
 		}
+		fn := typ == 'T' || typ == 't' || typ == 'W' || typ == 'w' // kallsyms__is_function
 		switch name {
-		case "_text":
-			text = addr
-			found++
+		case refSymbols[0], refSymbols[1]:
+			if i := slices.Index(refSymbols[:], name); fn && refs[i] == 0 {
+				refs[i], seen = addr, true
+			}
 		case "_etext":
-			etext = addr
-			found++
+			if fn {
+				etext, seenEtext = addr, true
+			}
 		case entryTrampoline:
 			if typ >= 'A' && typ <= 'Z' && entry == 0 {
 				entry = addr
@@ -150,10 +191,18 @@ func scanKallsyms(r io.Reader) (Kernel, error) {
 	if err := sc.Err(); err != nil {
 		return Kernel{}, err
 	}
-	if found < 2 || etext < text {
-		return Kernel{}, errors.New("no _text/_etext symbols")
+	i := slices.IndexFunc(refs[:], func(a uint64) bool { return a != 0 })
+	switch {
+	case i < 0 && seen:
+		return Kernel{}, nil // no kernel maps, as perf writes none
+	case i < 0:
+		return Kernel{}, errors.New("no _text or _stext function symbol")
 	}
-	k := Kernel{Text: TextMap(text, etext)}
+	end := etext
+	if end == 0 {
+		end = openEnd
+	}
+	k := Kernel{Text: textMap(refSymbols[i], refs[i], end)}
 	if entry == 0 || k.Text.start == 0 {
 		return k, nil
 	}

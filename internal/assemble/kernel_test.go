@@ -34,11 +34,33 @@ func TestReadKernelMaps(t *testing.T) {
 	if k, err := scanKallsyms(hidden); err != nil || k.Text != (KernelMap{}) {
 		t.Errorf("hidden: %+v %v", k, err)
 	}
-	if _, err := scanKallsyms(strings.NewReader("ffffffff81000000 T _text\n")); err == nil {
-		t.Error("no _etext: no error")
+	if _, err := scanKallsyms(strings.NewReader("ffffffff81000000 D _text\nffffffff82276508 T _etext\n")); err == nil {
+		t.Error("no _text or _stext function: no error")
 	}
 	if _, err := parseModules(strings.NewReader("ext4 zz 2 - Live 0xffffffffc0a1b000\n")); err == nil {
 		t.Error("malformed module line: no error")
+	}
+}
+
+// An arm64 kernel before 6.2 has no _text and its _etext is not a
+// function symbol (lines from Debian's 6.1 arm64 kernel): perf 6.1 names
+// the map after _stext and, with no module above it, runs it to the top
+// of the address space (perf script -D there: "[0xffffafe717c10000(0x5018e83effff)
+// @ 0xffffafe717c10000]: x [kernel.kallsyms]_stext").
+func TestReadKernelMapsArm64(t *testing.T) {
+	k, err := ReadKallsyms("../../testdata/kallsyms-arm64.txt")
+	want := KernelMap{name: "[kernel.kallsyms]_stext", start: 0xffffafe717c10000, len: 0x5018e83effff, pgoff: 0xffffafe717c10000}
+	if err != nil || k.Text != want {
+		t.Fatalf("kernel text %+v %v, want %+v", k, err, want)
+	}
+	below := []KernelMap{{name: "[ext4]", start: 0xffffafe6e26cc000, len: 782336}}
+	if got := boundText(k.Text, below); got != want {
+		t.Errorf("with a module below: %+v, want %+v", got, want)
+	}
+	above := append(below, KernelMap{name: "[x]", start: 0xffffafe720000000, len: 4096})
+	want.len = 0xffffafe720000000 - want.start
+	if got := boundText(k.Text, above); got != want {
+		t.Errorf("with a module above: %+v, want %+v", got, want)
 	}
 }
 
@@ -64,7 +86,7 @@ func TestEntryTrampolines(t *testing.T) {
 	if err := d.KernelMaps(k); err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) < 3 || recs[0].Filename != kernelMapName {
+	if len(recs) < 3 || recs[0].Filename != kernelDSO+"_text" {
 		t.Fatalf("kernel maps %+v", recs)
 	}
 	for i, m := range recs[1:3] {
@@ -99,7 +121,7 @@ func TestModulePaths(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]string{"[ext4]": "ext4", want[1]: "ext4", want[2]: "nf_conntrack",
-		kernelMapName: "", "__entry_SYSCALL_64_trampoline": "", "/x/ext4.txt": ""} {
+		kernelDSO + "_text": "", "__entry_SYSCALL_64_trampoline": "", "/x/ext4.txt": ""} {
 		if got, ok := ModuleName(name); got != want || ok != (want != "") {
 			t.Errorf("ModuleName(%q) = %q, %v; want %q", name, got, ok, want)
 		}

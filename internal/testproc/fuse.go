@@ -99,12 +99,12 @@ func LockMM(t testing.TB, pid int, addr uint64, abort func()) {
 			c.Process.Kill()
 			c.Wait()
 		})
-		if !waitBlocked(c.Process.Pid, i, 5*time.Second) { // read(2), write(2)
+		if !waitBlocked(c.Process.Pid, []int{unix.SYS_READ, unix.SYS_WRITE}[i], 5*time.Second) {
 			t.Fatalf("%s did not block on the mmap lock of %d", c, pid)
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
-	if !waitBlocked(writer.Process.Pid, 1, 0) {
+	if !waitBlocked(writer.Process.Pid, unix.SYS_WRITE, 0) {
 		t.Fatalf("the writer of %d's mmap lock went on", pid)
 	}
 }

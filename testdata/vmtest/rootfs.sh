@@ -42,7 +42,7 @@ hostname libc-bin mawk procps sed tar util-linux mount
 linux-perf binutils gcc libc6-dev python3 python3-fusepy fuse"
 pkgs=$(echo $pkgs)
 dir=$cache/$arch/rootfs
-stamp="$suite $arch merged-usr $pkgs"
+stamp="$suite $arch merged-usr pyc $pkgs"
 
 if [ -f "$dir/.vmtest-rootfs" ] && [ "$(cat "$dir/.vmtest-rootfs")" = "$stamp" ] && [ "${VMTEST_ROOTFS_REFRESH:-}" != 1 ]; then
 	echo "$dir"
@@ -88,9 +88,25 @@ if [ ! -x "$q/usr/bin/qemu-$qarch-static" ]; then
 	chmod 755 "$q.tmp" && chown _apt "$q.tmp" 2>/dev/null || true
 	(cd "$q.tmp" && apt-get download -q qemu-user-static) >&2
 	dpkg-deb -x "$q.tmp"/qemu-user-static_*.deb "$q.tmp/x"
-	rm -rf "$q" && mv "$q.tmp/x" "$q" && rm -rf "$q.tmp"
+	mkdir -p "$q/usr/bin" # that emulator alone: all of them take 370 MB
+	mv "$q.tmp/x/usr/bin/qemu-$qarch-static" "$q/usr/bin/" && rm -rf "$q.tmp"
 fi
 "$q/usr/bin/qemu-$qarch-static" "$r/sbin/ldconfig" -r "$r"
+
+# Python's bytecode, which py3compile (a maintainer script) would have
+# written: without it every python3 in the guest compiles what it
+# imports, on a read-only root, each time, and under TCG the tests' FUSE
+# server then takes seconds to come up. Bytecode is the same on every
+# architecture: the host's python3 of the same version writes it
+# (mmdebstrap depends on python3; a host of another Debian release goes
+# without).
+v=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if [ -x "$r/usr/bin/python$v" ]; then
+	/usr/bin/python3 -m compileall -q -j 0 -s "$r" -p / "$r/usr/lib/python$v" "$r/usr/lib/python3/dist-packages" >/dev/null ||
+		echo "rootfs: warning: some of python$v's modules did not compile" >&2
+else
+	echo "rootfs: warning: the host's python3 is $v, not the $arch userland's: no bytecode" >&2
+fi
 
 # The tools must be there (and be ARCH's).
 for t in sh awk sed grep mktemp tee cat timeout dd cp sleep true setpriv unshare mount perf readelf gcc python3 busybox ldconfig; do

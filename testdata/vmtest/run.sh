@@ -65,6 +65,15 @@ boot=()
 if [ -n "$native" ]; then
 	bin=$cache/bin src=$cache/src
 else
+	# One run at a time per cache: another checkout's run (CI's) would
+	# replace the root, binaries and checkout under this one's guest
+	# (rootfs.sh rebuilds a root whose package list differs).
+	mkdir -p "$cache/$arch"
+	exec 9>"$cache/$arch/lock"
+	if ! flock -n 9; then
+		echo "vmtest: another $arch run uses $cache/$arch: waiting for it"
+		flock 9
+	fi
 	rootfs=$($here/rootfs.sh "$arch")
 	run=$cache/$arch/run
 	bin=$run/bin src=$run/src

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 
@@ -242,10 +243,14 @@ func (b *BPF) Walk() (string, error) { return b.walk, b.walkWhy }
 // move while it runs. A kernel that runs the program has no entry
 // trampolines (they were removed in 4.20, long before
 // bpf_kallsyms_lookup_name came, in 5.16).
+//
+// The lookup does not say a symbol's type, and perf takes _etext as the
+// end only where it is a function symbol: x86's is (its linker script
+// puts it inside .text), arm64's is not, so elsewhere kallsyms is read.
 func (b *BPF) kernelText() (assemble.Kernel, error) {
 	var start, end uint64
 	var err error
-	if b.probed {
+	if b.probed && etextIsText {
 		err = errors.Join(b.objs.TextStart.Get(&start), b.objs.TextEnd.Get(&end))
 	}
 	if !b.probed || err != nil || start == 0 {
@@ -253,6 +258,9 @@ func (b *BPF) kernelText() (assemble.Kernel, error) {
 	}
 	return assemble.Kernel{Text: assemble.TextMap(start, end)}, nil
 }
+
+// etextIsText is whether this architecture's _etext is a text symbol.
+const etextIsText = runtime.GOARCH == "amd64" || runtime.GOARCH == "386"
 
 // readBudget is the iterator read size that keeps one read's records
 // within half a ring, whichever CPUs they land on. bpf_seq_read stops
