@@ -509,6 +509,7 @@ int walk_vma(struct bpf_iter__task_vma *ctx)
 }
 
 #include "walk.bpf.h"
+#include "unmap.bpf.h"
 
 /* What userspace asks of this kernel once per load, by a
  * BPF_PROG_TEST_RUN of probe:

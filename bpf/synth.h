@@ -186,4 +186,19 @@ struct synth_mmap2_next {
  * bytes per bpf_perf_event_output() sample. */
 #define SYNTH_BATCH 8192
 
+/* A synth-private record: a range a process unmapped or moved between
+ * dumps (unmap.bpf.h), for a Session's stream; never written to
+ * perf.data. */
+#define SYNTH_RECORD_UNMAP 0x5e03
+
+struct synth_unmap {
+	struct synth_hdr h;
+	struct perf_event_header header;
+	__u32 pid, tid;
+	__u64 start, end; /* the range that went, [start, end) */
+	/* mremap: the mapping that held start now spans [to, to_end); the
+	 * kernel reports no MMAP2 for it. to == to_end: nothing. */
+	__u64 to, to_end;
+};
+
 #endif /* SYNTH_H */

@@ -191,6 +191,15 @@ type SynthSynthWalk struct {
 	Resume   uint64
 }
 
+type SynthUnmapCall struct {
+	_      structs.HostLayout
+	Addr   uint64
+	Len    uint64
+	NewLen uint64
+	Flags  uint32
+	Mremap uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -204,9 +213,14 @@ const (
 	SynthMapPending               = "pending"
 	SynthMapResumes               = "resumes"
 	SynthMapScratch               = "scratch"
+	SynthMapUnmapCalls            = "unmap_calls"
 	SynthProgDumpTask             = "dump_task"
 	SynthProgDumpTasks            = "dump_tasks"
 	SynthProgDumpVma              = "dump_vma"
+	SynthProgEnterMremap          = "enter_mremap"
+	SynthProgEnterMunmap          = "enter_munmap"
+	SynthProgExitMremap           = "exit_mremap"
+	SynthProgExitMunmap           = "exit_munmap"
 	SynthProgProbe                = "probe"
 	SynthProgSessionProbe         = "session_probe"
 	SynthProgWalkMaple            = "walk_maple"
@@ -217,6 +231,9 @@ const (
 	SynthVarLastNsTid             = "last_ns_tid"
 	SynthVarLastTid               = "last_tid"
 	SynthVarPageShift             = "page_shift"
+	SynthVarReaderKnown           = "reader_known"
+	SynthVarReaderLevel           = "reader_level"
+	SynthVarReaderNs              = "reader_ns"
 	SynthVarResumeMode            = "resume_mode"
 	SynthVarSessionLast           = "session_last"
 	SynthVarSynthFlags            = "synth_flags"
@@ -281,6 +298,10 @@ type SynthProgramSpecs struct {
 	DumpTask     *ebpf.ProgramSpec `ebpf:"dump_task"`
 	DumpTasks    *ebpf.ProgramSpec `ebpf:"dump_tasks"`
 	DumpVma      *ebpf.ProgramSpec `ebpf:"dump_vma"`
+	EnterMremap  *ebpf.ProgramSpec `ebpf:"enter_mremap"`
+	EnterMunmap  *ebpf.ProgramSpec `ebpf:"enter_munmap"`
+	ExitMremap   *ebpf.ProgramSpec `ebpf:"exit_mremap"`
+	ExitMunmap   *ebpf.ProgramSpec `ebpf:"exit_munmap"`
 	Probe        *ebpf.ProgramSpec `ebpf:"probe"`
 	SessionProbe *ebpf.ProgramSpec `ebpf:"session_probe"`
 	WalkMaple    *ebpf.ProgramSpec `ebpf:"walk_maple"`
@@ -291,15 +312,16 @@ type SynthProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthMapSpecs struct {
-	Batches   *ebpf.MapSpec `ebpf:"batches"`
-	BuildIds  *ebpf.MapSpec `ebpf:"build_ids"`
-	Claims    *ebpf.MapSpec `ebpf:"claims"`
-	Events    *ebpf.MapSpec `ebpf:"events"`
-	LastFiles *ebpf.MapSpec `ebpf:"last_files"`
-	MwScratch *ebpf.MapSpec `ebpf:"mw_scratch"`
-	Pending   *ebpf.MapSpec `ebpf:"pending"`
-	Resumes   *ebpf.MapSpec `ebpf:"resumes"`
-	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
+	Batches    *ebpf.MapSpec `ebpf:"batches"`
+	BuildIds   *ebpf.MapSpec `ebpf:"build_ids"`
+	Claims     *ebpf.MapSpec `ebpf:"claims"`
+	Events     *ebpf.MapSpec `ebpf:"events"`
+	LastFiles  *ebpf.MapSpec `ebpf:"last_files"`
+	MwScratch  *ebpf.MapSpec `ebpf:"mw_scratch"`
+	Pending    *ebpf.MapSpec `ebpf:"pending"`
+	Resumes    *ebpf.MapSpec `ebpf:"resumes"`
+	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	UnmapCalls *ebpf.MapSpec `ebpf:"unmap_calls"`
 }
 
 // SynthVariableSpecs contains global variables before they are loaded into the kernel.
@@ -312,6 +334,9 @@ type SynthVariableSpecs struct {
 	LastNsTid             *ebpf.VariableSpec `ebpf:"last_ns_tid"`
 	LastTid               *ebpf.VariableSpec `ebpf:"last_tid"`
 	PageShift             *ebpf.VariableSpec `ebpf:"page_shift"`
+	ReaderKnown           *ebpf.VariableSpec `ebpf:"reader_known"`
+	ReaderLevel           *ebpf.VariableSpec `ebpf:"reader_level"`
+	ReaderNs              *ebpf.VariableSpec `ebpf:"reader_ns"`
 	ResumeMode            *ebpf.VariableSpec `ebpf:"resume_mode"`
 	SessionLast           *ebpf.VariableSpec `ebpf:"session_last"`
 	SynthFlags            *ebpf.VariableSpec `ebpf:"synth_flags"`
@@ -351,15 +376,16 @@ func (o *SynthObjects) Close() error {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthMaps struct {
-	Batches   *ebpf.Map `ebpf:"batches"`
-	BuildIds  *ebpf.Map `ebpf:"build_ids"`
-	Claims    *ebpf.Map `ebpf:"claims"`
-	Events    *ebpf.Map `ebpf:"events"`
-	LastFiles *ebpf.Map `ebpf:"last_files"`
-	MwScratch *ebpf.Map `ebpf:"mw_scratch"`
-	Pending   *ebpf.Map `ebpf:"pending"`
-	Resumes   *ebpf.Map `ebpf:"resumes"`
-	Scratch   *ebpf.Map `ebpf:"scratch"`
+	Batches    *ebpf.Map `ebpf:"batches"`
+	BuildIds   *ebpf.Map `ebpf:"build_ids"`
+	Claims     *ebpf.Map `ebpf:"claims"`
+	Events     *ebpf.Map `ebpf:"events"`
+	LastFiles  *ebpf.Map `ebpf:"last_files"`
+	MwScratch  *ebpf.Map `ebpf:"mw_scratch"`
+	Pending    *ebpf.Map `ebpf:"pending"`
+	Resumes    *ebpf.Map `ebpf:"resumes"`
+	Scratch    *ebpf.Map `ebpf:"scratch"`
+	UnmapCalls *ebpf.Map `ebpf:"unmap_calls"`
 }
 
 func (m *SynthMaps) Close() error {
@@ -373,6 +399,7 @@ func (m *SynthMaps) Close() error {
 		m.Pending,
 		m.Resumes,
 		m.Scratch,
+		m.UnmapCalls,
 	)
 }
 
@@ -386,6 +413,9 @@ type SynthVariables struct {
 	LastNsTid             *ebpf.Variable `ebpf:"last_ns_tid"`
 	LastTid               *ebpf.Variable `ebpf:"last_tid"`
 	PageShift             *ebpf.Variable `ebpf:"page_shift"`
+	ReaderKnown           *ebpf.Variable `ebpf:"reader_known"`
+	ReaderLevel           *ebpf.Variable `ebpf:"reader_level"`
+	ReaderNs              *ebpf.Variable `ebpf:"reader_ns"`
 	ResumeMode            *ebpf.Variable `ebpf:"resume_mode"`
 	SessionLast           *ebpf.Variable `ebpf:"session_last"`
 	SynthFlags            *ebpf.Variable `ebpf:"synth_flags"`
@@ -412,6 +442,10 @@ type SynthPrograms struct {
 	DumpTask     *ebpf.Program `ebpf:"dump_task"`
 	DumpTasks    *ebpf.Program `ebpf:"dump_tasks"`
 	DumpVma      *ebpf.Program `ebpf:"dump_vma"`
+	EnterMremap  *ebpf.Program `ebpf:"enter_mremap"`
+	EnterMunmap  *ebpf.Program `ebpf:"enter_munmap"`
+	ExitMremap   *ebpf.Program `ebpf:"exit_mremap"`
+	ExitMunmap   *ebpf.Program `ebpf:"exit_munmap"`
 	Probe        *ebpf.Program `ebpf:"probe"`
 	SessionProbe *ebpf.Program `ebpf:"session_probe"`
 	WalkMaple    *ebpf.Program `ebpf:"walk_maple"`
@@ -423,6 +457,10 @@ func (p *SynthPrograms) Close() error {
 		p.DumpTask,
 		p.DumpTasks,
 		p.DumpVma,
+		p.EnterMremap,
+		p.EnterMunmap,
+		p.ExitMremap,
+		p.ExitMunmap,
 		p.Probe,
 		p.SessionProbe,
 		p.WalkMaple,

@@ -3,6 +3,7 @@ package synth_test
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -39,63 +40,99 @@ func ExampleSnapshot() {
 	// Output: build IDs: true of this program: true
 }
 
-// Follow this process's new mappings: a Session's dump fills a Table,
-// and its live stream keeps it current. Reading ends when the mapping
-// is seen, or after five seconds.
+// Follow this process's new mappings and unmaps: a Session's dump fills
+// a Table, and its live stream keeps it current. Reading gives up after
+// five seconds.
 func ExampleTable_Apply() {
-	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{os.Getpid()}}})
+	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{os.Getpid()}}, Unmaps: true})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer s.Close()
-	if err := s.Dump(context.Background()); err != nil {
-		fmt.Println(err)
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	table := synth.NewTable()
-	var rec synth.Record
-	var addr, size uint64 // of the new mapping, once made
-	for {
-		if err := s.ReadContext(ctx, &rec); err != nil {
-			fmt.Println(err)
-			return
-		}
-		// Every record: the dump's replace what the table held of each
-		// process, its end drops the processes gone, live ones follow.
-		if err := table.Apply(&rec); err != nil {
-			fmt.Println(err)
-			return
-		}
-		if rec.Kind == synth.KindDumpEnd {
-			// The table holds the dump; now map something new.
-			exe, _ := os.Executable()
-			f, err := os.Open(exe)
-			if err != nil {
-				fmt.Println(err)
-				return
+	// apply applies every record until done says stop, or until a flush
+	// ends: the dump's replace what the table held of each process, its
+	// end drops the processes gone, live ones follow, unmaps included.
+	apply := func(done func(*synth.Record) bool) error {
+		var rec synth.Record
+		for {
+			err := s.ReadContext(ctx, &rec)
+			if errors.Is(err, synth.ErrFlushed) {
+				return nil
 			}
-			mem, err := unix.Mmap(int(f.Fd()), 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
-			f.Close()
 			if err != nil {
-				fmt.Println(err)
-				return
+				return err
 			}
-			defer unix.Munmap(mem)
-			addr, size = uint64(uintptr(unsafe.Pointer(&mem[0]))), uint64(len(mem))
-			continue
-		}
-		if addr == 0 {
-			continue
-		}
-		me, _ := table.Process(uint32(os.Getpid()))
-		if m, ok := me.Lookup(addr); ok && m.Start == addr {
-			exe, _ := os.Executable()
-			fmt.Println("new mapping of this program:", m.Path == exe, m.End-m.Start == size)
-			break
+			if err := table.Apply(&rec); err != nil {
+				return err
+			}
+			if done(&rec) {
+				return nil
+			}
 		}
 	}
-	// Output: new mapping of this program: true true
+	if err := s.Dump(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	dumped := func(rec *synth.Record) bool { return rec.Kind == synth.KindDumpEnd }
+	if err := apply(dumped); err != nil {
+		fmt.Println(err)
+		return
+	}
+	// The table holds the dump; now map something new.
+	mem, err := mapSelf()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	addr := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	me, _ := table.Process(uint32(os.Getpid()))
+	err = apply(func(*synth.Record) bool {
+		m, ok := me.Lookup(addr)
+		return ok && m.Start == addr
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m, _ := me.Lookup(addr)
+	exe, _ := os.Executable()
+	fmt.Println("new mapping of this program:", m.Path == exe, m.End-m.Start == uint64(len(mem)))
+
+	// Unmapped: the stream says so at once where the kernel lets synth
+	// see unmaps, else the next dump does.
+	unix.Munmap(mem)
+	if s.UnmapsErr() != nil {
+		err = s.Dump(ctx)
+	} else {
+		err = s.Flush()
+	}
+	if err == nil {
+		err = apply(dumped) // or the flush's end
+
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, mapped := me.Lookup(addr)
+	fmt.Println("still in the table once unmapped:", mapped)
+	// Output:
+	// new mapping of this program: true true
+	// still in the table once unmapped: false
+}
+
+// mapSelf maps the first page of this program.
+func mapSelf() ([]byte, error) {
+	exe, _ := os.Executable()
+	f, err := os.Open(exe)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return unix.Mmap(int(f.Fd()), 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
 }

@@ -115,7 +115,7 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 			}
 			continue
 		}
-		if rec.Kind == KindLive {
+		if rec.Kind == KindLive || rec.Kind == KindUnmap {
 			rec.Superseded = s.superseded(rec)
 		}
 		s.count(rec)
@@ -134,7 +134,8 @@ func (s *Session) superseded(rec *Record) bool {
 		return false
 	}
 	switch rec.Type() {
-	case perfdata.RecordMmap, perfdata.RecordMmap2, perfdata.RecordComm, perfdata.RecordFork, perfdata.RecordExit:
+	case perfdata.RecordMmap, perfdata.RecordMmap2, perfdata.RecordComm, perfdata.RecordFork, perfdata.RecordExit,
+		bpfmethod.RecordUnmap:
 	default:
 		return false
 	}
@@ -223,6 +224,8 @@ func (s *Session) count(rec *Record) {
 	switch rec.Kind {
 	case KindSample:
 		s.stats.Samples++
+	case KindUnmap:
+		s.stats.Unmaps++
 	case KindLive:
 		s.stats.Live++
 		s.stats.LiveLost += lostCount(rec.Raw)
@@ -281,8 +284,11 @@ func (s *Session) drainLive() error {
 func (s *Session) takeLive() {
 	for _, lr := range s.b.TakeLive() {
 		kind := KindLive
-		if lr.Sample {
+		switch {
+		case lr.Sample:
 			kind = KindSample
+		case lr.Unmap:
+			kind = KindUnmap
 		}
 		s.live.push(lr.Raw, liveRec{kind: kind, time: lr.Time, pid: lr.Pid, tid: lr.Tid, gen: lr.Gen})
 	}
@@ -313,7 +319,7 @@ func (s *Session) track(rec []byte, pid uint32) bool {
 			s.tracked[child] = struct{}{}
 		}
 		pid = child
-	case perfdata.RecordExit, perfdata.RecordComm, perfdata.RecordMmap2, perfdata.RecordMmap:
+	case perfdata.RecordExit, perfdata.RecordComm, perfdata.RecordMmap2, perfdata.RecordMmap, bpfmethod.RecordUnmap:
 		pid = perfdata.RecordView(rec).Pid()
 	}
 	_, ok := s.tracked[pid]

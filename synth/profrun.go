@@ -126,6 +126,8 @@ func (r *profRun) put(rec *Record) error {
 	switch {
 	case rec.Kind == KindDumpEnd:
 		return r.dumped()
+	case rec.Kind == KindUnmap:
+		return nil // synth's own: no perf.data reader knows it
 	case rec.Kind == KindSynthesized || r.old == nil || rec.Time >= r.dumpEnd:
 		return r.cur.write(rec)
 	}

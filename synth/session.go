@@ -36,6 +36,12 @@ type SessionOptions struct {
 	// Sample, when set, opens a sampling event on every CPU, for the
 	// tasks it says, whose samples join the stream.
 	Sample *SampleOptions
+	// Unmaps adds to the stream, from the first dump on, a KindUnmap
+	// record for each range a process unmaps with munmap(2) or moves or
+	// resizes with mremap(2), so that a Table follows at once rather
+	// than at the next dump. It needs the kernel's syscall tracepoints; where they
+	// are missing the session runs without, and UnmapsErr says why.
+	Unmaps bool
 }
 
 // SampleOptions configure the sampling event of a Session: cpu-clock,
@@ -78,6 +84,10 @@ const (
 	KindLive                              // MMAP2, COMM, FORK, EXIT... as the kernel reported them
 	KindSample                            // a sample of the sampling event
 	KindDumpEnd                           // the end of a dump's synthesized records; no Raw
+	// KindUnmap is a range a process unmapped (SessionOptions.Unmaps):
+	// synth's own record, read with Record.Unmapped, which no perf.data
+	// reader knows; a perf.data writer leaves it out.
+	KindUnmap
 )
 
 // String names the kind, as its constant does without "Kind".
@@ -91,6 +101,8 @@ func (k RecordKind) String() string {
 		return "sample"
 	case KindDumpEnd:
 		return "dump-end"
+	case KindUnmap:
+		return "unmap"
 	}
 	return fmt.Sprintf("RecordKind(%d)", uint8(k))
 }
@@ -120,6 +132,26 @@ type Record struct {
 	Partial bool
 }
 
+// Unmap is what a KindUnmap record says: process Pid's range [Start,
+// End) went, by munmap(2) or mremap(2); after an mremap, the mapping
+// that held Start spans [To, ToEnd) (moved, or resized in place), of
+// which the kernel reports no MMAP2. To == ToEnd: nothing does.
+type Unmap struct {
+	Pid        uint32
+	Start, End uint64
+	To, ToEnd  uint64
+}
+
+// Unmapped returns what a KindUnmap record says; ok is false for any
+// other record.
+func (r *Record) Unmapped() (u Unmap, ok bool) {
+	if r.Kind != KindUnmap {
+		return Unmap{}, false
+	}
+	bu, err := bpfmethod.ParseUnmap(r.Raw)
+	return Unmap{Pid: bu.Pid, Start: bu.Start, End: bu.End, To: bu.To, ToEnd: bu.ToEnd}, err == nil
+}
+
 // SessionStats count what a session has streamed.
 type SessionStats struct {
 	Dumps       int    // dumps completed
@@ -137,6 +169,7 @@ type SessionStats struct {
 	// times the kernel stopped a sampler for a tick because its
 	// interrupts took more than kernel.perf_cpu_time_max_percent.
 	Throttled uint64
+	Unmaps    uint64 // KindUnmap records returned
 	Filtered  uint64 // live records and samples of processes outside Options.Pids
 	// FilteredSamples are the samples among them: none when the sampler
 	// is opened on the target's tasks (SampleOptions.Tasks), unless a
@@ -192,6 +225,7 @@ type Session struct {
 	stats     SessionStats
 	pollfds   []unix.PollFd
 	readCtx   context.Context // of the ReadContext running; nil: none
+	unmapsErr error           // why SessionOptions.Unmaps is not served
 }
 
 // NewSession loads the BPF programs, opens the rings with the live
@@ -226,8 +260,23 @@ func NewSession(opts SessionOptions) (*Session, error) {
 		b.Close()
 		return nil, err
 	}
+	if opts.Unmaps {
+		s.unmapsErr = b.WatchUnmaps()
+	} else {
+		s.unmapsErr = errUnmapsOff
+	}
 	return s, nil
 }
+
+// errUnmapsOff is UnmapsErr's answer when the options did not ask.
+var errUnmapsOff = errors.New("unmaps not asked for (SessionOptions.Unmaps)")
+
+// UnmapsErr returns nil if the stream has a KindUnmap record for each
+// range a process unmaps between dumps, else why not: the options did not
+// ask, or the kernel cannot (no syscall tracepoints, or tracefs not
+// mounted). Without them a Table is exact at the end of each dump, and
+// between dumps holds what was unmapped since until the next.
+func (s *Session) UnmapsErr() error { return s.unmapsErr }
 
 func (s *Session) init(rc bpfmethod.RingConfig) error {
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)

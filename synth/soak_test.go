@@ -197,6 +197,27 @@ func diffProc(t *testing.T, tb *synth.Table, pid int) (extra, missing int, ok bo
 	return extra, missing, true
 }
 
+// unmappedInTable counts pid's mappings in tb that overlap no mapping
+// /proc/PID/maps shows.
+func unmappedInTable(t *testing.T, tb *synth.Table, pid int) int {
+	t.Helper()
+	maps, err := procfs.ReadMaps(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := tb.Process(uint32(pid))
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, m := range p.Mappings {
+		if !slices.ContainsFunc(maps, func(pm procfs.Mapping) bool { return pm.Start < m.End && m.Start < pm.End }) {
+			n++
+		}
+	}
+	return n
+}
+
 // An agent's loop, for -soak (make soak: SOAK=30m): a Session of the
 // whole host dumps every 200 ms into a Table and applies the live stream
 // between dumps, while two processes map and unmap files at moving
@@ -222,11 +243,14 @@ func TestSoak(t *testing.T) {
 		}
 		<-elfDone
 	}()
-	s, err := synth.NewSession(synth.SessionOptions{})
+	s, err := synth.NewSession(synth.SessionOptions{Unmaps: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if err := s.UnmapsErr(); err != nil {
+		t.Logf("no unmaps between dumps: %v", err)
+	}
 	tb := synth.NewTable()
 	const turn = 200 * time.Millisecond
 	agentDump(t, s, tb, turn) // the first dump loads the build-ID cache
@@ -252,11 +276,22 @@ func TestSoak(t *testing.T) {
 	}
 	close(stop)
 	<-elfDone
+	if s.UnmapsErr() == nil {
+		// Between dumps, the live stream alone: no range the table holds
+		// is unmapped. (Names and protections may lag: the kernel reports
+		// neither a file's deletion nor exec taken away by mprotect.)
+		flushInto(t, s, tb)
+		for _, p := range churners {
+			if stale := unmappedInTable(t, tb, p.Pid); stale != 0 {
+				t.Errorf("before the last dump, pid %d: %d mappings in the table where /proc has nothing", p.Pid, stale)
+			}
+		}
+	}
 	agentDump(t, s, tb, turn)
 	last := measure(t, tb)
 	st := s.Stats()
-	t.Logf("end, after %d dumps in %v: %v; %d synthesized, %d live records applied, %d lost",
-		dumps+1, time.Since(start).Round(time.Second), last, st.Synthesized, st.Live, st.Lost+st.LiveLost)
+	t.Logf("end, after %d dumps in %v: %v; %d synthesized, %d live and %d unmap records applied, %d lost",
+		dumps+1, time.Since(start).Round(time.Second), last, st.Synthesized, st.Live, st.Unmaps, st.Lost+st.LiveLost)
 	for _, pid := range []int{churners[0].Pid, churners[1].Pid, os.Getpid()} {
 		if extra, missing, ok := diffProc(t, tb, pid); !ok || extra != 0 || missing != 0 {
 			t.Errorf("pid %d: %d mappings in the table that /proc lacks, %d missing (read /proc: %v)", pid, extra, missing, ok)

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sort"
@@ -45,9 +46,10 @@ func (p *Process) Lookup(addr uint64) (*Mapping, bool) {
 // records report no unmapping, but a dump reports every mapping, so each
 // dump's records replace what the table held of the processes it read,
 // and the live records after them bring it up to date (see Apply).
-// Between dumps a range unmapped stays in the table until the next dump
-// (or until a mapping replaces it, or its process execs or exits). It is
-// not safe for concurrent use.
+// Between dumps a range unmapped goes at once where the Session reports
+// unmaps (SessionOptions.Unmaps, UnmapsErr); elsewhere it stays until the
+// next dump (or until a mapping replaces it, or its process execs or
+// exits). It is not safe for concurrent use.
 type Table struct {
 	procs map[uint32]*Process
 	// read are the processes the dump under way has read, gen its
@@ -97,7 +99,11 @@ func (t *Table) Processes() []*Process {
 //     processes the dump did not read: they exited, whether or not their
 //     EXIT reached the stream;
 //   - a live record the last dump read over (Superseded) is skipped: it
-//     would bring back what the dump found gone;
+//     would bring back what the dump found gone (or, a KindUnmap, take
+//     away what the dump found mapped again);
+//   - a KindUnmap removes its range from the process's mappings, and
+//     after an mremap puts the mapping that held its start where the
+//     call put it;
 //   - samples are skipped.
 //
 // The records themselves (their trailer, if any, is not read):
@@ -123,6 +129,15 @@ func (t *Table) Apply(r *Record) error {
 			}
 		}
 		clear(t.read)
+		return nil
+	case KindUnmap:
+		u, ok := r.Unmapped()
+		if !ok {
+			return errors.New("malformed unmap record")
+		}
+		if !r.Superseded {
+			t.unmap(u)
+		}
 		return nil
 	case KindLive:
 		if r.Superseded {
@@ -225,6 +240,46 @@ func (t *Table) proc(pid uint32) *Process {
 		t.procs[pid] = p
 	}
 	return p
+}
+
+// unmap applies a KindUnmap's range and, after an mremap, its new place.
+func (t *Table) unmap(u Unmap) {
+	p, ok := t.procs[u.Pid]
+	if !ok {
+		return
+	}
+	m, held := p.Lookup(u.Start)
+	var moved Mapping
+	if held {
+		moved = *m
+	}
+	p.Mappings = cut(p.Mappings, u.Start, u.End)
+	if held && u.To < u.ToEnd {
+		moved.Pgoff += u.Start - moved.Start
+		moved.Start, moved.End = u.To, u.ToEnd
+		t.add(u.Pid, moved)
+	}
+}
+
+// cut removes [start, end) from ms, by address, trimming the mappings
+// it overlaps in part.
+func cut(ms []Mapping, start, end uint64) []Mapping {
+	i := sort.Search(len(ms), func(i int) bool { return ms[i].End > start })
+	j := sort.Search(len(ms), func(i int) bool { return ms[i].Start >= end })
+	if i >= j || end <= start {
+		return ms
+	}
+	repl := make([]Mapping, 0, 2)
+	if head := ms[i]; head.Start < start {
+		head.End = start
+		repl = append(repl, head)
+	}
+	if tail := ms[j-1]; tail.End > end {
+		tail.Pgoff += end - tail.Start
+		tail.Start = end
+		repl = append(repl, tail)
+	}
+	return slices.Replace(ms, i, j, repl...)
 }
 
 // add inserts m into pid's mappings, cutting what it overlaps, as a

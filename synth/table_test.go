@@ -2,6 +2,7 @@ package synth_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -82,6 +83,59 @@ func TestTableApply(t *testing.T) {
 	}
 	if err := tb.Apply(&synth.Record{Kind: synth.KindLive, Raw: []byte{10, 0, 0, 0, 0, 0, 16, 0}}); err == nil {
 		t.Errorf("a short MMAP2 applied")
+	}
+}
+
+// unmapRec is a KindUnmap record (bpf/synth.h, struct synth_unmap after
+// its synth_hdr).
+func unmapRec(pid uint32, start, end, to, toEnd uint64) *synth.Record {
+	raw := binary.NativeEndian.AppendUint32(nil, 0x5e03) // type
+	raw = binary.NativeEndian.AppendUint16(raw, 0)       // misc
+	raw = binary.NativeEndian.AppendUint16(raw, 48)      // size
+	raw = binary.NativeEndian.AppendUint32(raw, pid)
+	raw = binary.NativeEndian.AppendUint32(raw, pid)
+	for _, v := range []uint64{start, end, to, toEnd} {
+		raw = binary.NativeEndian.AppendUint64(raw, v)
+	}
+	return &synth.Record{Kind: synth.KindUnmap, Raw: raw}
+}
+
+// A KindUnmap cuts its range out, splitting what it overlaps in part;
+// after an mremap the mapping that held its start is where the call put
+// it, its file offset kept; an unmap read over by a dump changes nothing.
+func TestTableUnmap(t *testing.T) {
+	tb := synth.NewTable()
+	for _, rec := range [][]byte{mmap2(1, 0x1000, 0x5000, 0, "a"), mmap2(1, 0x8000, 0xa000, 0x3000, "b")} {
+		if err := tb.Apply(&synth.Record{Kind: synth.KindLive, Raw: rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, _ := tb.Process(1)
+	for _, step := range []struct {
+		rec  *synth.Record
+		want string
+	}{
+		{unmapRec(1, 0x2000, 0x3000, 0, 0), "[1000-2000@0 a][3000-5000@2000 a][8000-a000@3000 b]"},
+		{unmapRec(1, 0x4000, 0x9000, 0, 0), "[1000-2000@0 a][3000-4000@2000 a][9000-a000@4000 b]"},
+		{unmapRec(9, 0x1000, 0x2000, 0, 0), "[1000-2000@0 a][3000-4000@2000 a][9000-a000@4000 b]"},
+		// mremap: moved and grown; shrunk in place.
+		{unmapRec(1, 0x9000, 0xa000, 0x20000, 0x22000), "[1000-2000@0 a][3000-4000@2000 a][20000-22000@4000 b]"},
+		{unmapRec(1, 0x20000, 0x22000, 0x20000, 0x21000), "[1000-2000@0 a][3000-4000@2000 a][20000-21000@4000 b]"},
+		{&synth.Record{Kind: synth.KindUnmap, Raw: unmapRec(1, 0x1000, 0x2000, 0, 0).Raw, Superseded: true},
+			"[1000-2000@0 a][3000-4000@2000 a][20000-21000@4000 b]"},
+	} {
+		if err := tb.Apply(step.rec); err != nil {
+			t.Fatal(err)
+		}
+		if got := ranges(p); got != step.want {
+			u, _ := step.rec.Unmapped()
+			t.Errorf("after %+v: %s, want %s", u, got, step.want)
+		}
+	}
+	bad := unmapRec(1, 0, 0, 0, 0)
+	bad.Raw = bad.Raw[:40]
+	if err := tb.Apply(bad); err == nil {
+		t.Error("a short unmap record applied")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,7 +158,8 @@ func TestTableForgetsExited(t *testing.T) {
 }
 
 // dlopen and dlclose of real libraries: after each dump the table is
-// /proc's, a closed library gone from it.
+// /proc's, a closed library gone from it; and, where the session reports
+// unmaps, after each step with no dump at all.
 func TestTableDlclose(t *testing.T) {
 	testenv.Root(t)
 	_, err := exec.LookPath("gcc")
@@ -193,21 +195,135 @@ func TestTableDlclose(t *testing.T) {
 		}
 	}
 	command("") // ready
-	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{cmd.Process.Pid}}})
+	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{cmd.Process.Pid}}, Unmaps: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	tb := synth.NewTable()
-	for _, step := range []string{"open libm.so.6", "open libresolv.so.2", "close", "close", "open libresolv.so.2", "close"} {
+	steps := []string{"open libm.so.6", "open libresolv.so.2", "close", "close", "open libresolv.so.2", "close"}
+	for _, step := range steps {
 		command(step)
 		dumpInto(t, s, tb, nil)
 		sameAsProc(t, "after "+step, tb, cmd.Process.Pid)
+	}
+	if err := s.UnmapsErr(); err != nil {
+		t.Logf("no unmaps reported here, the table without dumps not checked: %v", err)
+	} else {
+		for _, step := range steps {
+			command(step)
+			flushInto(t, s, tb)
+			sameAsProc(t, "after "+step+", no dump", tb, cmd.Process.Pid)
+		}
 	}
 	p, _ := tb.Process(uint32(cmd.Process.Pid))
 	for _, m := range p.Mappings {
 		if strings.Contains(m.Path, "libm.so") || strings.Contains(m.Path, "libresolv.so") {
 			t.Errorf("closed library %s still in the table", m.Path)
 		}
+	}
+}
+
+// flushInto applies to tb every live record the rings hold (a Flush),
+// without a dump.
+func flushInto(t *testing.T, s *synth.Session, tb *synth.Table) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var rec synth.Record
+	for {
+		err := s.ReadContext(ctx, &rec)
+		if errors.Is(err, synth.ErrFlushed) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Apply(&rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// unmapSession opens a session of pid that reports unmaps, or skips
+// where the kernel cannot.
+func unmapSession(t *testing.T, pid int) *synth.Session {
+	t.Helper()
+	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{pid}}, Unmaps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	testenv.Option(t, s.UnmapsErr() == nil, "syscall tracepoints ("+fmt.Sprint(s.UnmapsErr())+")")
+	return s
+}
+
+// With SessionOptions.Unmaps the table forgets a range as soon as the
+// stream says it went, with no dump between: munmap(2), and mremap(2)
+// moving a mapping or shrinking it in place. And an unmap the kernel
+// reported before the dump read the process does not take away what the
+// dump found mapped at the same place since.
+func TestTableUnmapsLive(t *testing.T) {
+	testenv.Root(t)
+	dir := t.TempDir()
+	p := testproc.StartT(t, testproc.Spec{Dir: dir})
+	s := unmapSession(t, p.Pid)
+	tb := synth.NewTable()
+	dumpInto(t, s, tb, nil)
+	sameAsProc(t, "first dump", tb, p.Pid)
+	page := os.Getpagesize()
+	lib := func(name string, pages int) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, make([]byte, pages*page), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"map a", func() error { return p.Map(lib("a.so", 4)) }},
+		{"unmap a", p.Unmap},
+		{"map b", func() error { return p.Map(lib("b.so", 4)) }},
+		{"move b", p.Move},
+		{"shrink b", p.Shrink},
+		{"unmap b", p.Unmap},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.what, err)
+		}
+		flushInto(t, s, tb)
+		sameAsProc(t, "after "+st.what+", no dump", tb, p.Pid)
+	}
+	if st := s.Stats(); st.Unmaps < 4 {
+		t.Errorf("%d unmap records, want 4 at least: %+v", st.Unmaps, st)
+	}
+
+	// Unmapped and mapped again at the same place, then a dump: the
+	// unmap, read over, must not remove what the dump read.
+	if err := p.Map(lib("c.so", 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Unmap(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Map(lib("d.so", 4)); err != nil {
+		t.Fatal(err)
+	}
+	superseded := 0
+	dumpInto(t, s, tb, func(rec *synth.Record) bool {
+		if rec.Kind == synth.KindUnmap && rec.Superseded {
+			superseded++
+		}
+		return false
+	})
+	sameAsProc(t, "after an unmap before the dump", tb, p.Pid)
+	if superseded == 0 {
+		t.Error("no unmap record read over by the dump")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,6 +60,9 @@ func (c *child) command(line string) error {
 	}
 	if line == "unmap" {
 		return c.unmapLater()
+	}
+	if line == "move" || line == "shrink" {
+		return c.remapLater(line == "move")
 	}
 	if line == "pause" {
 		return c.pauseChurn()
@@ -259,6 +263,39 @@ func (c *child) unmapLater() error {
 	m := c.later[n-1]
 	c.later = c.later[:n-1]
 	return unix.Munmap(m)
+}
+
+// command "move" or "shrink" of Proc.Move and Proc.Shrink: mremap(2)
+// of the last mapping of "map", grown by a page where a page mapped
+// right after it keeps it from growing in place, or cut to its first
+// page.
+func (c *child) remapLater(move bool) error {
+	n := len(c.later)
+	if n == 0 {
+		return errors.New("remap: nothing mapped with map")
+	}
+	m := c.later[n-1]
+	if !move {
+		m, err := unix.Mremap(m, page, 0)
+		if err == nil {
+			c.later[n-1] = m
+		}
+		return err
+	}
+	end := unsafe.Add(unsafe.Pointer(unsafe.SliceData(m)), len(m)) // not Go memory
+	guard, err := unix.MmapPtr(-1, 0, end, uintptr(page), unix.PROT_NONE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE)
+	switch {
+	case err == nil:
+		defer unix.MunmapPtr(guard, uintptr(page))
+	case !errors.Is(err, unix.EEXIST): // EEXIST: a mapping is there already
+		return fmt.Errorf("map the guard page: %w", err)
+	}
+	moved, err := unix.Mremap(m, len(m)+page, unix.MREMAP_MAYMOVE)
+	if err == nil {
+		c.later[n-1] = moved
+	}
+	return err
 }
 
 func (c *child) dataFile() error {

@@ -176,6 +176,14 @@ func (p *Proc) Pause() error { return p.command("pause") }
 // unmapped yet.
 func (p *Proc) Unmap() error { return p.command("unmap") }
 
+// Move has the process move the last mapping Map made (mremap(2), a page
+// longer) to another address.
+func (p *Proc) Move() error { return p.command("move") }
+
+// Shrink has the process cut the last mapping Map made to its first page
+// (mremap(2), in place).
+func (p *Proc) Shrink() error { return p.command("shrink") }
+
 // command sends the process a command line and waits for its answer.
 func (p *Proc) command(line string) error {
 	p.mu.Lock()

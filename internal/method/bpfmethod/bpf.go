@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
@@ -79,9 +80,11 @@ type BPF struct {
 	// pipeline's (see pipeline).
 	round  round
 	rounds [2]round
-	hold   *walkHold  // the maple walk's records, kept between dumps for their memory
-	fault  faultAt    // tests: see InjectFault
-	stuck  stuckReads // dump_vma reads given up on (see lockwait.go)
+	hold   *walkHold // the maple walk's records, kept between dumps for their memory
+	// unmapLinks attach the unmap programs (WatchUnmaps).
+	unmapLinks []link.Link
+	fault      faultAt    // tests: see InjectFault
+	stuck      stuckReads // dump_vma reads given up on (see lockwait.go)
 	// early are the files whose build-ID read began during this dump's
 	// walk (startPending).
 	early map[synthbpf.SynthSynthFileKey]struct{}
@@ -275,7 +278,7 @@ func readBudget(ringBytes int) int {
 
 // Close releases the programs and rings. It is safe to call twice.
 func (b *BPF) Close() error {
-	var errs []error
+	errs := []error{b.closeUnmaps()}
 	if b.rings != nil {
 		errs = append(errs, b.rings.Close())
 		b.rings = nil

@@ -37,7 +37,8 @@ type bpfRecord struct {
 type round struct {
 	arena     []byte
 	recs      []bpfRecord
-	lost      uint64 // PERF_RECORD_LOST counts seen in the output rings
+	lost      uint64      // PERF_RECORD_LOST counts seen in the output rings
+	unmaps    []bpfRecord // RecordUnmap records, live ones of the programs
 	liveArena []byte
 	liveEnds  []int
 }
@@ -45,6 +46,7 @@ type round struct {
 func (r *round) reset() {
 	r.arena = r.arena[:0]
 	r.recs = r.recs[:0]
+	r.unmaps = r.unmaps[:0]
 	r.liveArena = r.liveArena[:0]
 	r.liveEnds = r.liveEnds[:0]
 }
@@ -85,13 +87,18 @@ func (r *round) addBPF(cpu int, raw []byte) error {
 		if n < recMinSize || n > len(rec) {
 			return fmt.Errorf("cpu %d: BPF record size %d out of range", cpu, n)
 		}
-		r.recs = append(r.recs, bpfRecord{
+		br := bpfRecord{
 			seq:  hostOrder.Uint64(raw[hdrSeq:]),
 			gen:  hostOrder.Uint64(raw[hdrGen:]),
 			time: hostOrder.Uint64(raw[hdrTime:]),
 			off:  len(r.arena),
 			n:    n,
-		})
+		}
+		if perfdata.RecordView(rec).Type() == RecordUnmap {
+			r.unmaps = append(r.unmaps, br) // of no dump: a live record
+		} else {
+			r.recs = append(r.recs, br)
+		}
 		r.arena = append(r.arena, rec[:n]...)
 		raw = raw[hdrSize+(n+7)&^7:]
 	}

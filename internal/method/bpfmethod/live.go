@@ -27,6 +27,7 @@ type LiveRecord struct {
 	Pid    uint32
 	Tid    uint32
 	Sample bool // a sample of the sampling event
+	Unmap  bool // a RecordUnmap of the unmap programs (WatchUnmaps)
 	off, n int
 }
 
@@ -110,6 +111,16 @@ func (b *BPF) passLive(r *round) error {
 		}
 		lr.Gen = b.dd.GenOf(lr.Time)
 		b.live.add(rec, lr)
+	}
+	// The unmaps, which the dedupe does not need: a dump reports no
+	// unmapping it could drop.
+	for _, u := range r.unmaps {
+		rec := r.bytes(u)
+		um, err := ParseUnmap(rec)
+		if err != nil {
+			return err
+		}
+		b.live.add(rec, LiveRecord{Time: u.time, Gen: b.dd.GenOf(u.time), Pid: um.Pid, Tid: um.Tid, Unmap: true})
 	}
 	return nil
 }

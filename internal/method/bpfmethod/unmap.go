@@ -1,0 +1,120 @@
+package bpfmethod
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/perfdata"
+)
+
+// RecordUnmap is the type of the synth-private record of a range a
+// process unmapped or moved between dumps (SYNTH_RECORD_UNMAP,
+// struct synth_unmap in bpf/synth.h): perf_event_header, u32 pid and tid
+// (the reader's pid namespace's), u64 start, end, to and to_end. It has
+// no sample_id trailer and is never written to perf.data: no perf.data
+// reader knows it.
+const RecordUnmap = 0x5e03
+
+// UnmapSize is the size of a RecordUnmap record.
+const UnmapSize = 8 + 8 + 32
+
+// Unmap is what a RecordUnmap says: process Pid's range [Start, End)
+// went; after an mremap(2), the mapping that held Start spans [To,
+// ToEnd) (To == ToEnd: nothing does).
+type Unmap struct {
+	Pid, Tid   uint32
+	Start, End uint64
+	To, ToEnd  uint64
+}
+
+// ParseUnmap reads a RecordUnmap record.
+func ParseUnmap(rec []byte) (Unmap, error) {
+	v := perfdata.RecordView(rec)
+	if len(rec) < UnmapSize || v.Type() != RecordUnmap || v.Size() != UnmapSize {
+		return Unmap{}, fmt.Errorf("unmap record of %d bytes, type %#x", len(rec), v.Type())
+	}
+	return Unmap{Pid: v.Pid(), Tid: hostOrder.Uint32(rec[12:]),
+		Start: hostOrder.Uint64(rec[16:]), End: hostOrder.Uint64(rec[24:]),
+		To: hostOrder.Uint64(rec[32:]), ToEnd: hostOrder.Uint64(rec[40:])}, nil
+}
+
+// unmapHooks are the syscalls' tracepoints the unmap programs attach to
+// (bpf/unmap.bpf.h), in attach order: an exit with no enter noted is
+// ignored, so the enters go first.
+var unmapHooks = []struct{ prog, event string }{
+	{synthbpf.SynthProgEnterMunmap, "sys_enter_munmap"},
+	{synthbpf.SynthProgEnterMremap, "sys_enter_mremap"},
+	{synthbpf.SynthProgExitMunmap, "sys_exit_munmap"},
+	{synthbpf.SynthProgExitMremap, "sys_exit_mremap"},
+}
+
+// WatchUnmaps attaches the unmap programs: from then on the live records
+// include a RecordUnmap for each range a process unmaps with munmap(2)
+// or mremap(2), once a dump has run (the programs learn the reader's pid
+// namespace from it). It fails where the kernel has no syscall
+// tracepoints (CONFIG_FTRACE_SYSCALLS) or tracefs is not mounted; calling
+// it again does nothing.
+func (b *BPF) WatchUnmaps() error {
+	if len(b.unmapLinks) > 0 {
+		return nil
+	}
+	if err := mountTracefs(); err != nil {
+		return fmt.Errorf("watch unmaps: %w", err)
+	}
+	var links []link.Link
+	for _, h := range unmapHooks {
+		prog, err := b.objs.program(h.prog)
+		var l link.Link
+		if err == nil {
+			l, err = link.Tracepoint("syscalls", h.event, prog, nil)
+		}
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			return fmt.Errorf("watch unmaps: attach to syscalls:%s: %w", h.event, err)
+		}
+		links = append(links, l)
+	}
+	b.unmapLinks = links
+	return nil
+}
+
+// closeUnmaps detaches the unmap programs.
+func (b *BPF) closeUnmaps() error {
+	var errs []error
+	for _, l := range b.unmapLinks {
+		errs = append(errs, l.Close())
+	}
+	b.unmapLinks = nil
+	return errors.Join(errs...)
+}
+
+// tracefsDir is where tracefs belongs (Documentation/trace/ftrace.rst).
+const tracefsDir = "/sys/kernel/tracing"
+
+// mountTracefs mounts tracefs where neither it nor debugfs is, as perf
+// does (tools/lib/api/fs/fs.c): a tracepoint's id, which attaching needs,
+// is read from there. A host that mounts neither is common (containers,
+// minimal VMs); root may mount it, and the mount stays, harmless.
+func mountTracefs() error {
+	mounts, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return err
+	}
+	for line := range strings.Lines(string(mounts)) {
+		if f := strings.Fields(line); len(f) > 2 && (f[2] == "tracefs" || f[2] == "debugfs") {
+			return nil
+		}
+	}
+	if err := unix.Mount("tracefs", tracefsDir, "tracefs", 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+		return fmt.Errorf("tracefs is not mounted, and mounting it on %s: %w", tracefsDir, err)
+	}
+	return nil
+}
