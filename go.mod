@@ -1,6 +1,6 @@
 module github.com/synth-dev/synth
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/cilium/ebpf v0.22.0
