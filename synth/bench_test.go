@@ -2,12 +2,15 @@ package synth_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/synth"
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkDump measures one whole-host dump with loaded programs; the
@@ -130,4 +133,51 @@ func BenchmarkSessionPerRecord(b *testing.B) {
 	b.ReportMetric(float64(records), "records")
 	b.ReportMetric(perRecord(tSession), "session-ns/record")
 	b.ReportMetric(perRecord(tBatch), "batch-ns/record")
+}
+
+// BenchmarkUnmapHook measures what SessionOptions.Unmaps adds to a
+// munmap(2): an mmap and munmap of one anonymous page, timed bare and
+// with a session's unmap programs attached (its stream read meanwhile),
+// alternating in one run. Metrics: bare-ns/op and hooked-ns/op, each an
+// mmap-munmap pair.
+func BenchmarkUnmapHook(b *testing.B) {
+	testenv.Root(b)
+	pairs := func(n int) time.Duration {
+		page := os.Getpagesize()
+		start := time.Now()
+		for range n {
+			m, err := unix.Mmap(-1, 0, page, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := unix.Munmap(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	const batch = 10000
+	var bare, hooked time.Duration
+	for b.Loop() {
+		bare += pairs(batch)
+		s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{os.Getpid()}}, Unmaps: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		testenv.Option(b, s.UnmapsErr() == nil, "syscall tracepoints ("+fmt.Sprint(s.UnmapsErr())+")")
+		if err := s.Dump(context.Background()); err != nil { // the programs learn the reader's namespace
+			b.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for rec := (synth.Record{}); s.Read(&rec) == nil; {
+			}
+		}()
+		hooked += pairs(batch)
+		s.Close()
+		<-done
+	}
+	b.ReportMetric(float64(bare.Nanoseconds())/float64(b.N*batch), "bare-ns/op")
+	b.ReportMetric(float64(hooked.Nanoseconds())/float64(b.N*batch), "hooked-ns/op")
 }

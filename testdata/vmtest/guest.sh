@@ -9,7 +9,8 @@
 #
 # It runs inside a guest booted by boot.sh (or on the host, for the host's
 # own kernel), from the root of the checkout. SUITE is "full" (default):
-# every test below; or "short": the dump against /proc only, for CI. On a
+# every test below; or "short", for CI: the dump against /proc, every
+# program through the verifier, and the Table's unmaps. On a
 # kernel without the BPF method (expect, below) either is the "proc"
 # suite: the dump through auto against /proc, and --method bpf refused.
 # The tests run with SYNTH_REQUIRE=1: a test skips only where the kernel
@@ -62,7 +63,8 @@ chose=$(echo "$out" | sed -n 's/^synth: method \([a-z]*\)\( (walk \([a-z]*\))\)\
 case $suite in
 short)
 	tests="
-synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks)$
+internal/method/bpfmethod bpfmethod.test ^TestProgramsVerify$
+synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|TestTableUnmapsLive)$
 "
 	;;
 proc)
@@ -93,7 +95,8 @@ if [ "$(uname -m)" = aarch64 ]; then
 	case $suite in
 	short)
 		tests="
-synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|TestPageOffsets)$
+internal/method/bpfmethod bpfmethod.test ^TestProgramsVerify$
+synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|TestPageOffsets|TestTableUnmapsLive)$
 "
 		;;
 	full)
