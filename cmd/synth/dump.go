@@ -12,66 +12,36 @@ import (
 	"time"
 
 	"github.com/synth-dev/synth/internal/bench"
-	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
 
+// dumpArgs is synth dump's command line.
+type dumpArgs struct {
+	out     string
+	method  string
+	threads int
+	warmup  int
+	verbose bool
+	// opts holds the flags' options; the target's processes are added
+	// when the dump runs, as reading them is no usage error.
+	opts   synth.Options
+	tf     *targetFlags
+	target synth.Target
+}
+
 func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writer) int {
-	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
-	var (
-		out       = fs.String("o", "", "write perf.data to `FILE` (default: stdout; pipe mode unless it is a regular file)")
-		data      = fs.Bool("data", false, "include non-executable mappings, as perf record -d")
-		noKernel  = fs.Bool("no-kernel", false, "leave out the kernel and module maps and the BPF programs' symbols")
-		noBPF     = fs.Bool("no-bpf-event", false, "leave out the BPF_EVENT record of each loaded BPF program (its KSYMBOLs stay), as perf record --no-bpf-event")
-		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
-		bidWait   = fs.Duration("buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `DURATION` for the build IDs of files new to the cache; a file whose reads block past it (FUSE, NFS) gets none")
-		mapWait   = fs.Duration("proc-map-timeout", synth.DefaultProcMapTimeout, "wait at most `DURATION` for a process's mmap lock; a process whose lock is held longer is left out and named, as perf record --proc-map-timeout")
-		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
-		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
-		walk      = fs.String("walk", synth.WalkAuto, "bpf method: how to read each process's VMAs: `WALK` auto (maple where the kernel can prove it), maple (lockless, validated) or iter (the task_vma iterator)")
-		noLive    = fs.Bool("no-live", false, "bpf method: dump without the live side-band (a mapping made meanwhile may be missed)")
-		warmup    = fs.Int("warmup", 0, "dump `N` times first and write nothing of it: a benchmark's warm build-ID cache")
-		nsFlag    = fs.Bool("namespaces", false, "add a NAMESPACES record for every task, as perf record --namespaces")
-		cgroups   = fs.Bool("all-cgroups", false, "add a CGROUP record for every cgroup, as perf record --all-cgroups")
-		verbose   = fs.Bool("v", false, "print where the time went (loading, then the dump's phases) and the maple walk's counts")
-		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
-	)
-	tf := addTargetFlags(fs, "dump")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [-p PID,... | -t TID,... | -u USER | -G CGROUP] [--data] [--namespaces] [--all-cgroups]\n                  [--no-bpf-event] [--no-kernel] [--no-buildid] [--buildid-timeout D] [--proc-map-timeout D]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N] [-v]")
-		fs.PrintDefaults()
-	}
+	fs, d := dumpFlags(stderr)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		return usageError(stderr, "dump: unexpected argument %q", fs.Arg(0))
-	}
-	opts := synth.Options{Data: *data, NoKernel: *noKernel, NoBuildID: *noBuildID, RingPages: *ringPages, NoLive: *noLive, Walk: *walk,
-		BuildIDTimeout: *bidWait, ProcMapTimeout: *mapWait, Namespaces: *nsFlag, Cgroups: *cgroups, NoBPFEvent: *noBPF}
-	if err := opts.Check(); err != nil {
+	if err := d.check(fs, stdout); err != nil {
 		return usageError(stderr, "dump: %v", err)
 	}
-	if !knownMethod(*method, bench.MethodFloor) {
-		return usageError(stderr, "dump: unknown method %q (want auto, bpf, procmaps or procquery)", *method)
-	}
-	target, err := tf.target()
-	if err != nil {
-		return usageError(stderr, "dump: %v", err)
-	}
-	if *out == "" {
-		if err := checkStdout(stdout); err != nil {
-			return usageError(stderr, "dump: %v", err)
-		}
-	}
-	if opts.Pids, err = target.Processes(); err != nil {
+	var err error
+	if d.opts.Pids, err = d.target.Processes(); err != nil {
 		return fail(stderr, err)
 	}
-	opts.Tids = target.Tids
-	var wopts synth.WriteOptions
-	if *out == "-" {
-		wopts.Mode = perfdata.ModePipe // as perf record -o -
-	}
+	d.opts.Tids = d.target.Tids
 
 	// A dump is one short burst of allocation, much of it cilium/ebpf's
 	// parse of the kernel's BTF: collecting at 5x the live heap, not 2x,
@@ -80,49 +50,122 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	debug.SetGCPercent(400)
 	debug.SetMemoryLimit(48 << 20)
 	start := time.Now()
-	if *method == bench.MethodFloor {
-		st, err := bench.Floor(ctx, opts.Walk, *warmup)
+	if d.method == bench.MethodFloor {
+		st, err := bench.Floor(ctx, d.opts.Walk, d.warmup)
 		if err != nil {
 			return fail(stderr, err)
 		}
-		printSummary(stderr, st, start, *verbose)
+		printSummary(stderr, st, start, d.verbose)
 		return exitOK
 	}
-	var why []error
-	m, err := synth.OpenMethod(*method, synth.MethodOptions{Options: opts, Threads: *threads,
-		Fallback: func(method string, err error) { why = append(why, fmt.Errorf("%s: %w", method, err)) }})
-	if err != nil {
-		code := fail(stderr, err)
-		if *verbose {
-			printVerifierLog(stderr, append(why, err)...)
-		}
+	m, code, ok := openDumpMethod(d, stderr)
+	if !ok {
 		return code
 	}
 	defer m.Close()
+	st, err := writeDump(ctx, m, d, stdout)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	return reportDump(stderr, d, st, start)
+}
+
+// dumpFlags defines synth dump's flags, which fill d.
+func dumpFlags(stderr io.Writer) (*flag.FlagSet, *dumpArgs) {
+	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+	d := &dumpArgs{}
+	fs.StringVar(&d.out, "o", "", "write perf.data to `FILE` (default: stdout; pipe mode unless it is a regular file)")
+	fs.BoolVar(&d.opts.Data, "data", false, "include non-executable mappings, as perf record -d")
+	fs.BoolVar(&d.opts.NoKernel, "no-kernel", false, "leave out the kernel and module maps and the BPF programs' symbols")
+	fs.BoolVar(&d.opts.NoBPFEvent, "no-bpf-event", false, "leave out the BPF_EVENT record of each loaded BPF program (its KSYMBOLs stay), as perf record --no-bpf-event")
+	fs.BoolVar(&d.opts.NoBuildID, "no-buildid", false, "identify files by maj/min/ino instead of build ID")
+	fs.DurationVar(&d.opts.BuildIDTimeout, "buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `DURATION` for the build IDs of files new to the cache; a file whose reads block past it (FUSE, NFS) gets none")
+	fs.DurationVar(&d.opts.ProcMapTimeout, "proc-map-timeout", synth.DefaultProcMapTimeout, "wait at most `DURATION` for a process's mmap lock; a process whose lock is held longer is left out and named, as perf record --proc-map-timeout")
+	fs.StringVar(&d.method, "method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
+	fs.IntVar(&d.threads, "threads", 0, "worker threads of the /proc methods (default: one per CPU)")
+	fs.StringVar(&d.opts.Walk, "walk", synth.WalkAuto, "bpf method: how to read each process's VMAs: `WALK` auto (maple where the kernel can prove it), maple (lockless, validated) or iter (the task_vma iterator)")
+	fs.BoolVar(&d.opts.NoLive, "no-live", false, "bpf method: dump without the live side-band (a mapping made meanwhile may be missed)")
+	fs.IntVar(&d.warmup, "warmup", 0, "dump `N` times first and write nothing of it: a benchmark's warm build-ID cache")
+	fs.BoolVar(&d.opts.Namespaces, "namespaces", false, "add a NAMESPACES record for every task, as perf record --namespaces")
+	fs.BoolVar(&d.opts.Cgroups, "all-cgroups", false, "add a CGROUP record for every cgroup, as perf record --all-cgroups")
+	fs.BoolVar(&d.verbose, "v", false, "print where the time went (loading, then the dump's phases) and the maple walk's counts")
+	fs.IntVar(&d.opts.RingPages, "ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
+	d.tf = addTargetFlags(fs, "dump")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [-p PID,... | -t TID,... | -u USER | -G CGROUP] [--data] [--namespaces] [--all-cgroups]\n                  [--no-bpf-event] [--no-kernel] [--no-buildid] [--buildid-timeout D] [--proc-map-timeout D]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N] [-v]")
+		fs.PrintDefaults()
+	}
+	return fs, d
+}
+
+// check checks the parsed command line as far as it can without
+// reading the host; its error is a usage error. It sets d.target.
+func (d *dumpArgs) check(fs *flag.FlagSet, stdout *os.File) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := d.opts.Check(); err != nil {
+		return err
+	}
+	if !knownMethod(d.method, bench.MethodFloor) {
+		return fmt.Errorf("unknown method %q (want auto, bpf, procmaps or procquery)", d.method)
+	}
+	var err error
+	if d.target, err = d.tf.target(); err != nil {
+		return err
+	}
+	if d.out == "" {
+		return checkStdout(stdout)
+	}
+	return nil
+}
+
+// openDumpMethod opens d's method, saying why if it fell back to
+// another. On failure it prints why and returns the status to exit with.
+func openDumpMethod(d *dumpArgs, stderr io.Writer) (*synth.Method, int, bool) {
+	var why []error
+	m, err := synth.OpenMethod(d.method, synth.MethodOptions{Options: d.opts, Threads: d.threads,
+		Fallback: func(method string, err error) { why = append(why, fmt.Errorf("%s: %w", method, err)) }})
+	if err != nil {
+		code := fail(stderr, err)
+		if d.verbose {
+			printVerifierLog(stderr, append(why, err)...)
+		}
+		return nil, code, false
+	}
 	if len(why) > 0 {
 		fmt.Fprintf(stderr, "synth: using a fallback method because %v\n", joinErrs(why))
-		if *verbose {
+		if d.verbose {
 			printVerifierLog(stderr, why...)
 		}
 	}
-	for range *warmup {
+	return m, exitOK, true
+}
+
+// writeDump dumps with m, after the warm-up dumps, into the -o file or
+// stdout. The output is opened only now, as it replaces the file.
+func writeDump(ctx context.Context, m *synth.Method, d *dumpArgs, stdout *os.File) (synth.Stats, error) {
+	for range d.warmup {
 		if _, err := m.Dump(ctx, func([]byte) error { return nil }); err != nil {
-			return fail(stderr, fmt.Errorf("warm-up dump: %w", err))
+			return synth.Stats{}, fmt.Errorf("warm-up dump: %w", err)
 		}
 	}
-	w, closeOut, err := openOutput(*out, stdout, false)
+	w, closeOut, err := openOutput(d.out, stdout, false)
 	if err != nil {
-		return fail(stderr, err)
+		return synth.Stats{}, err
 	}
-	st, err := synth.WritePerfData(ctx, m, w, wopts)
+	st, err := synth.WritePerfData(ctx, m, w, writeOptions(d.out))
 	if cerr := closeOut(); err == nil && cerr != nil {
 		err = cerr
 	}
-	if err != nil {
-		return fail(stderr, err)
-	}
-	printSummary(stderr, st, start, *verbose)
-	if !*noBuildID {
+	return st, err
+}
+
+// reportDump prints the summary of a written dump and its warnings, and
+// returns its status: an error if records were lost.
+func reportDump(stderr io.Writer, d *dumpArgs, st synth.Stats, start time.Time) int {
+	printSummary(stderr, st, start, d.verbose)
+	if !d.opts.NoBuildID {
 		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; %d files in the cache; read now: %d files, %d with a build ID\n",
 			st.BuildIDMappings, st.FileMappings, st.Cached, st.FilesRead, st.BuildIDsRead)
 	}
@@ -132,13 +175,13 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	}
 	if len(st.LockedOut) > 0 {
 		fmt.Fprintf(stderr, "synth: warning: %d processes left out: their mmap lock was not taken within %v (a writer holds it): %s\n",
-			len(st.LockedOut), *mapWait, namePids(st.LockedOut))
+			len(st.LockedOut), d.opts.ProcMapTimeout, namePids(st.LockedOut))
 	}
 	if st.BuildIDTimeouts > 0 {
 		fmt.Fprintf(stderr, "synth: warning: %d files not read within %v (their reads block): their mappings are identified by inode, without a build ID\n",
-			st.BuildIDTimeouts, *bidWait)
+			st.BuildIDTimeouts, d.opts.BuildIDTimeout)
 	}
-	if st.Method == synth.MethodBPF && !*noLive {
+	if st.Method == synth.MethodBPF && !d.opts.NoLive {
 		fmt.Fprintf(stderr, "synth: live side-band: %d records while dumping, %d synthesized records dropped as reported live first\n",
 			st.Live, st.Duplicates)
 	}

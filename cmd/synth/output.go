@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -95,6 +96,16 @@ func openOutput(path string, stdout *os.File, backup bool) (io.Writer, func() er
 		}
 		return nil
 	}, nil
+}
+
+// writeOptions are the write options of -o path: "-" asks for pipe
+// mode, as perf record -o - does.
+func writeOptions(path string) synth.WriteOptions {
+	var wopts synth.WriteOptions
+	if path == "-" {
+		wopts.Mode = perfdata.ModePipe
+	}
+	return wopts
 }
 
 // keepOld renames a non-empty file at path to path.old, as perf record
