@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/synth-dev/synth/internal/workload"
-	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -25,92 +24,50 @@ import (
 // workload to end after SIGTERM before it kills it.
 const workloadGrace = 500 * time.Millisecond
 
+// recordArgs is synth record's command line.
+type recordArgs struct {
+	out       string
+	all       bool
+	maxFiles  int
+	switchOut switchFlag
+	// opts holds the flags' options; the processes to follow, the
+	// target's or the workload's, are added when the recording
+	// starts, as reading them is no usage error.
+	opts    synth.ProfileOptions
+	tf      *targetFlags
+	target  synth.Target
+	command []string // the workload, after the flags
+}
+
 func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Writer) int {
-	fs := flag.NewFlagSet("record", flag.ContinueOnError)
-	var (
-		freq      = fs.Uint64("F", synth.DefaultSampleFreq, "sample at `HZ`")
-		all       = fs.Bool("a", false, "profile every CPU and process (the default without -p or a command)")
-		callchain = fs.Bool("g", false, "record call chains")
-		out       = fs.String("o", "perf.data", "write to `FILE` (a previous one is kept as FILE.old); - for stdout in pipe mode")
-		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
-		nsFlag    = fs.Bool("namespaces", false, "record NAMESPACES for every task, as perf record --namespaces")
-		cgroups   = fs.Bool("all-cgroups", false, "record CGROUP for every cgroup, as perf record --all-cgroups")
-		noBPF     = fs.Bool("no-bpf-event", false, "record no BPF_EVENT records (KSYMBOLs stay), as perf record --no-bpf-event")
-		ringPages = fs.Int("ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
-		maxFiles  = fs.Int("switch-max-files", 0, "with --switch-output, keep only the `N` newest files")
-		switchOut switchFlag
-	)
-	fs.Var(&switchOut, "switch-output", "close the output and start FILE.<timestamp> on SIGUSR2 (`signal`), once it holds SIZE (10M), or every TIME (30s);"+
-		" each file starts with a dump of the state")
-	tf := addTargetFlags(fs, "profile")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth record [-F HZ] [-a | -p PID,... | -t TID,... | -u USER | -G CGROUP] [-g] [-o FILE]\n                    [--namespaces] [--all-cgroups] [--no-bpf-event] [--no-buildid] [--ring-pages N]\n                    [--switch-output[=signal|SIZE|TIME] [--switch-max-files N]] [-- CMD ARGS]")
-		fs.PrintDefaults()
-	}
+	fs, r := recordFlags(stderr)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	opts := synth.ProfileOptions{Freq: *freq, Callchain: *callchain, Options: synth.Options{NoBuildID: *noBuildID,
-		RingPages: *ringPages, Namespaces: *nsFlag, Cgroups: *cgroups, NoBPFEvent: *noBPF}}
-	if err := opts.Check(); err != nil {
+	if err := r.check(fs, stdout); err != nil {
 		return usageError(stderr, "record: %v", err)
 	}
-	target, err := tf.target()
-	if err != nil {
-		return usageError(stderr, "record: %v", err)
-	}
-	command := fs.Args()
-	switch {
-	case *all && (tf.set() || len(command) > 0):
-		return usageError(stderr, "record: -a takes neither a target (-p, -t, -u, -G) nor a command")
-	case tf.set() && len(command) > 0:
-		return usageError(stderr, "record: a target (-p, -t, -u, -G) takes no command")
-	case *freq == 0:
-		return usageError(stderr, "record: -F 0: want a frequency above 0")
-	case switchOut.set && *out == "-":
-		return usageError(stderr, "record: --switch-output writes files: not with -o -")
-	case switchOut.set && !regularOrNew(*out):
-		return usageError(stderr, "record: --switch-output renames -o %s: want a regular file or a new name", *out)
-	case *maxFiles < 0 || *maxFiles > 0 && !switchOut.set:
-		return usageError(stderr, "record: --switch-max-files N: want N >= 0, with --switch-output")
-	}
-	if *out == "-" {
-		if err := checkStdout(stdout); err != nil {
-			return usageError(stderr, "record: %v", err)
-		}
-	}
-	opts.Freq = limitFreq(opts.Freq, stderr)
-	if opts.Pids, err = target.Processes(); err != nil {
+	r.opts.Freq = limitFreq(r.opts.Freq, stderr)
+	var err error
+	if r.opts.Pids, err = r.target.Processes(); err != nil {
 		return fail(stderr, err)
 	}
-	opts.Tids, opts.Cgroup = target.Tids, target.Cgroup
-	var wopts synth.WriteOptions
-	if *out == "-" {
-		wopts.Mode = perfdata.ModePipe
-	}
+	r.opts.Tids, r.opts.Cgroup = r.target.Tids, r.target.Cgroup
 	var cmd *workload.Cmd
-	if len(command) > 0 {
+	if len(r.command) > 0 {
 		// Stopped before it runs its command: nothing happens if a
 		// check below fails.
-		if cmd, err = workload.Start(command); err != nil {
-			return startFailed(stderr, command[0], err)
+		if cmd, err = startWorkload(r.command, &r.opts, stderr); err != nil {
+			return startFailed(stderr, r.command[0], err)
 		}
 		defer cmd.Stop(workloadGrace)
-		opts.Pids = []int{cmd.Process.Pid}
-		opts.OnExec = true
-		opts.Done = cmd.Exited()
-		opts.Started = func() {
-			if err := cmd.Go(); err != nil {
-				fmt.Fprintf(stderr, "synth: %v\n", err)
-			}
-		}
 	}
-	p, err := synth.NewProfiler(opts)
+	p, err := synth.NewProfiler(r.opts)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	// Only now, with every check passed, is the output replaced.
-	st, err := runProfiler(ctx, p, *out, stdout, stderr, switchOut, *maxFiles, wopts)
+	st, err := runProfiler(ctx, p, r.out, stdout, stderr, r.switchOut, r.maxFiles, writeOptions(r.out))
 	code := exitOK
 	if cmd != nil {
 		code = workload.ExitCode(cmd.Stop(workloadGrace))
@@ -119,6 +76,81 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		return fail(stderr, err)
 	}
 	return max(code, recordSummary(stderr, st))
+}
+
+// recordFlags defines synth record's flags, which fill r.
+func recordFlags(stderr io.Writer) (*flag.FlagSet, *recordArgs) {
+	fs := flag.NewFlagSet("record", flag.ContinueOnError)
+	r := &recordArgs{}
+	fs.Uint64Var(&r.opts.Freq, "F", synth.DefaultSampleFreq, "sample at `HZ`")
+	fs.BoolVar(&r.all, "a", false, "profile every CPU and process (the default without -p or a command)")
+	fs.BoolVar(&r.opts.Callchain, "g", false, "record call chains")
+	fs.StringVar(&r.out, "o", "perf.data", "write to `FILE` (a previous one is kept as FILE.old); - for stdout in pipe mode")
+	fs.BoolVar(&r.opts.NoBuildID, "no-buildid", false, "identify files by maj/min/ino instead of build ID")
+	fs.BoolVar(&r.opts.Namespaces, "namespaces", false, "record NAMESPACES for every task, as perf record --namespaces")
+	fs.BoolVar(&r.opts.Cgroups, "all-cgroups", false, "record CGROUP for every cgroup, as perf record --all-cgroups")
+	fs.BoolVar(&r.opts.NoBPFEvent, "no-bpf-event", false, "record no BPF_EVENT records (KSYMBOLs stay), as perf record --no-bpf-event")
+	fs.IntVar(&r.opts.RingPages, "ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
+	fs.IntVar(&r.maxFiles, "switch-max-files", 0, "with --switch-output, keep only the `N` newest files")
+	fs.Var(&r.switchOut, "switch-output", "close the output and start FILE.<timestamp> on SIGUSR2 (`signal`), once it holds SIZE (10M), or every TIME (30s);"+
+		" each file starts with a dump of the state")
+	r.tf = addTargetFlags(fs, "profile")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: synth record [-F HZ] [-a | -p PID,... | -t TID,... | -u USER | -G CGROUP] [-g] [-o FILE]\n                    [--namespaces] [--all-cgroups] [--no-bpf-event] [--no-buildid] [--ring-pages N]\n                    [--switch-output[=signal|SIZE|TIME] [--switch-max-files N]] [-- CMD ARGS]")
+		fs.PrintDefaults()
+	}
+	return fs, r
+}
+
+// check checks the parsed command line as far as it can without
+// reading the host; its error is a usage error. It sets r.target and
+// r.command.
+func (r *recordArgs) check(fs *flag.FlagSet, stdout *os.File) error {
+	if err := r.opts.Check(); err != nil {
+		return err
+	}
+	var err error
+	if r.target, err = r.tf.target(); err != nil {
+		return err
+	}
+	r.command = fs.Args()
+	switch {
+	case r.all && (r.tf.set() || len(r.command) > 0):
+		return errors.New("-a takes neither a target (-p, -t, -u, -G) nor a command")
+	case r.tf.set() && len(r.command) > 0:
+		return errors.New("a target (-p, -t, -u, -G) takes no command")
+	case r.opts.Freq == 0:
+		return errors.New("-F 0: want a frequency above 0")
+	case r.switchOut.set && r.out == "-":
+		return errors.New("--switch-output writes files: not with -o -")
+	case r.switchOut.set && !regularOrNew(r.out):
+		return fmt.Errorf("--switch-output renames -o %s: want a regular file or a new name", r.out)
+	case r.maxFiles < 0 || r.maxFiles > 0 && !r.switchOut.set:
+		return errors.New("--switch-max-files N: want N >= 0, with --switch-output")
+	}
+	if r.out == "-" {
+		return checkStdout(stdout)
+	}
+	return nil
+}
+
+// startWorkload starts the command to record, stopped before it runs
+// it, and points opts at it: its events open on its exec, and go when
+// the recording has started.
+func startWorkload(command []string, opts *synth.ProfileOptions, stderr io.Writer) (*workload.Cmd, error) {
+	cmd, err := workload.Start(command)
+	if err != nil {
+		return nil, err
+	}
+	opts.Pids = []int{cmd.Process.Pid}
+	opts.OnExec = true
+	opts.Done = cmd.Exited()
+	opts.Started = func() {
+		if err := cmd.Go(); err != nil {
+			fmt.Fprintf(stderr, "synth: %v\n", err)
+		}
+	}
+	return cmd, nil
 }
 
 // runProfiler runs p into the -o file (or stdout), or into the files of
