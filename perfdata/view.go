@@ -79,6 +79,7 @@ func (m MmapView) Fits() bool { return len(m) > mmapFilename }
 
 // Pid, Addr, Len and Pgoff are the record's fields, at the offsets
 // MMAP2 has them.
+
 func (m MmapView) Pid() uint32   { return le.Uint32(m[offPid:]) }
 func (m MmapView) Addr() uint64  { return le.Uint64(m[mmap2Addr:]) }
 func (m MmapView) Len() uint64   { return le.Uint64(m[mmap2Len:]) }

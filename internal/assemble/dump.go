@@ -116,7 +116,7 @@ func (d *Assembler) TasksDone(pids []int) []int {
 	return live
 }
 
-// addVMA takes an MMAP2 record of the mapping pass, or the COMM record the
+// AddVMA takes an MMAP2 record of the mapping pass, or the COMM record the
 // pass emits when it reaches a new process.
 func (d *Assembler) AddVMA(rec []byte) error {
 	tgid := perfdata.RecordView(rec).Pid()
@@ -214,7 +214,7 @@ func (d *Assembler) endProc() error {
 	return d.Emit(d.buf)
 }
 
-// finish writes what is still held back after the mapping pass.
+// Finish writes what is still held back after the mapping pass.
 func (d *Assembler) Finish() error {
 	if err := d.endProc(); err != nil {
 		return err
@@ -223,7 +223,7 @@ func (d *Assembler) Finish() error {
 	return d.flushBefore(^uint32(0))
 }
 
-// skip counts a requested process that was gone.
+// Skip counts a requested process that was gone.
 func (d *Assembler) Skip(int) { d.Stats.Skipped++ }
 
 // LockedOut names a process left out: its mmap lock was not taken in

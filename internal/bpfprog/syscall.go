@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrPermission: the caller may not list the kernel's BPF objects
+// ErrPermission means the caller may not list the kernel's BPF objects
 // (it lacks CAP_SYS_ADMIN), so there is nothing to synthesize, as perf
 // record treats it.
 var ErrPermission = errors.New("listing BPF programs needs CAP_SYS_ADMIN")
