@@ -16,7 +16,7 @@
  * Each emitted record also writes ceil(size / SYNTH_PACE_UNIT) bytes into the
  * iterator's seq_file: userspace reads the iterator fd with a bounded buffer
  * and drains the rings between reads, so the rings cannot overflow. The Go
- * side is internal/method/bpfdump.
+ * side is internal/method/bpfmethod.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

@@ -6,7 +6,7 @@
  * perf record (struct perf_event_header and body, as laid out in
  * include/uapi/linux/perf_event.h) without its sample_id trailer:
  * userspace appends the trailer that matches the perf.data attr it writes.
- * The Go side reads them in internal/method/bpfdump (bpfrec.go, walk.go).
+ * The Go side reads them in internal/method/bpfmethod (bpfrec.go, walk.go).
  */
 #ifndef SYNTH_H
 #define SYNTH_H

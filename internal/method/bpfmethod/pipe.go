@@ -143,7 +143,7 @@ func (b *BPF) readIter(ctx context.Context, it io.Reader, prog *ebpf.Program, p 
 // time was in its ring before the synthesized one was written (the
 // kernel writes it under the mmap write lock, the programs read under
 // the read lock), so deliver, handing the live records over first, has
-// it in the deduper before keepSynth judges the synthesized one.
+// it in the deduper before its Keep judges the synthesized one.
 func (b *BPF) drain(r *round) error {
 	r.reset()
 	if err := b.rings.drain(b.rings.out, r.addOut); err != nil {

@@ -378,7 +378,7 @@ func identOfKey(k *synthbpf.SynthSynthFileKey) fileIdent {
 // readHeld reads the host's processes with the walk of the options,
 // holding their MMAP2 records, then reads the build IDs of files new to
 // the cache in userspace, from the files, and puts them into the held
-// records. The records are then written by dumpRun.write.
+// records. The records are then written by Run.Write.
 func (b *BPF) readHeld(ctx context.Context, d *assemble.Assembler) error {
 	if b.hold == nil {
 		b.hold = newWalkHold()
