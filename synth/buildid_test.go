@@ -125,10 +125,10 @@ func littleEndianNotes(f *elf.File) []byte {
 	return nil
 }
 
-// readelfBuildID asks binutils' readelf -n, a second oracle.
 // gone is what readelfBuildID returns for a file whose process exited.
 const gone = "(gone)"
 
+// readelfBuildID asks binutils' readelf -n, a second oracle.
 func readelfBuildID(t *testing.T, path string) string {
 	t.Helper()
 	out, err := exec.Command("readelf", "-n", path).Output()

@@ -47,13 +47,13 @@ func startSpin(t *testing.T, bin string) int {
 	return cmd.Process.Pid
 }
 
-// interruptAfter runs cmd, sends it SIGINT after d (Ctrl-C), and
-// returns how it ended.
 // endBound is how long a recording may take to end after SIGINT: it
 // stops its events first, so even one whose rings overflow ends in a
 // bounded time. Generous: a loaded host may be slow to schedule it.
 const endBound = 15 * time.Second
 
+// interruptAfter runs cmd, sends it SIGINT after d (Ctrl-C), and
+// returns how it ended.
 func interruptAfter(t *testing.T, d time.Duration, cmd *exec.Cmd) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
