@@ -27,6 +27,9 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* Puts synth.h's contract into the BTF (see struct synth_contract). */
+const struct synth_contract *synth_contract __attribute__((unused));
+
 /* include/linux/mm.h, include/uapi/asm-generic/mman*.h */
 #define VM_READ 0x00000001
 #define VM_WRITE 0x00000002

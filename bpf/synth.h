@@ -11,20 +11,35 @@
 #ifndef SYNTH_H
 #define SYNTH_H
 
-#define SYNTH_PATH_MAX 4096
-#define SYNTH_COMM_LEN 16
+/*
+ * The contract with the Go reader is written once, here, as enums:
+ * bpf2go exports each enum (-type, bpf/gen.go) and the reader uses the
+ * generated constants and structs, never copies. Perf's own numbers
+ * (PERF_RECORD_*, the uapi's) stay #defines: perfdata has them from the
+ * uapi too.
+ */
 
-/* One pacing byte is written to the iterator's seq_file per
- * SYNTH_PACE_UNIT bytes of emitted records, so that a bounded read()
- * of the iterator fd bounds what one read can push into the rings. */
-#define SYNTH_PACE_UNIT 64
-
-/* What each bpf_perf_event_output() sample adds around its data in the
- * ring with sample_type IDENTIFIER|TID|TIME|RAW: perf_event_header (8),
- * identifier (8), pid and tid (8), time (8), raw size (4), and up to 7
- * bytes of padding to 8 bytes (rounded up to 48). The pacing counts it,
- * so that pacing bytes bound ring bytes, not just record bytes. */
-#define SYNTH_SAMPLE_OVERHEAD 48
+/* Sizes and limits. */
+enum synth_limit {
+	SYNTH_PATH_MAX = 4096,
+	SYNTH_COMM_LEN = 16,
+	SYNTH_BUILD_ID_SIZE = 20,
+	/* One pacing byte is written to the iterator's seq_file per
+	 * SYNTH_PACE_UNIT bytes of emitted records, so that a bounded
+	 * read() of the iterator fd bounds what one read can push into the
+	 * rings. */
+	SYNTH_PACE_UNIT = 64,
+	/* What each bpf_perf_event_output() sample adds around its data in
+	 * the ring with sample_type IDENTIFIER|TID|TIME|RAW:
+	 * perf_event_header (8), identifier (8), pid and tid (8), time (8),
+	 * raw size (4), and up to 7 bytes of padding to 8 bytes (rounded up
+	 * to 48). The pacing counts it, so that pacing bytes bound ring
+	 * bytes, not just record bytes. */
+	SYNTH_SAMPLE_OVERHEAD = 48,
+	/* Records of the maple walk are emitted in batches of about this
+	 * many bytes per bpf_perf_event_output() sample. */
+	SYNTH_BATCH = 8192,
+};
 
 /* PERF_RECORD_* and PERF_RECORD_MISC_* (include/uapi/linux/perf_event.h) */
 #define SYNTH_RECORD_COMM 3
@@ -42,12 +57,21 @@
 
 #define SYNTH_MISC_MMAP_BUILD_ID (1 << 14)
 
-/* synth_flags */
-#define SYNTH_CFG_DATA 1    /* all maps, not only executable ones (perf -d) */
-#define SYNTH_CFG_BUILDID 2 /* MMAP2 in build-ID form where the ID is known */
-#define SYNTH_CFG_NAMESPACES 4 /* NAMESPACES for every task (perf --namespaces) */
+/* Bits of synth_flags, set by userspace before each dump. */
+enum synth_cfg {
+	SYNTH_CFG_DATA = 1,       /* all maps, not only executable ones (perf -d) */
+	SYNTH_CFG_BUILDID = 2,    /* MMAP2 in build-ID form where the ID is known */
+	SYNTH_CFG_NAMESPACES = 4, /* NAMESPACES for every task (perf --namespaces) */
+};
 
-#define SYNTH_BUILD_ID_SIZE 20
+/* The synth-private record types, above any perf has; each is described
+ * with its struct below. */
+enum synth_record_type {
+	SYNTH_RECORD_WALK = 0x5e00,
+	SYNTH_RECORD_MMAP2_NEXT = 0x5e01,
+	SYNTH_RECORD_PENDING = 0x5e02,
+	SYNTH_RECORD_UNMAP = 0x5e03,
+};
 
 /* Key of the build-ID cache. It names a file's contents for as long as
  * they do not change: a new file on the same inode number gets a new
@@ -137,34 +161,33 @@ struct synth_namespaces {
 	} link[SYNTH_NR_NAMESPACES];
 };
 
-/* A synth-private record that ends the maple walk of one process, or
- * one chunk of it (perf has no record type this high). */
-#define SYNTH_RECORD_WALK 0x5e00
-
-#define SYNTH_WALK_DONE 1    /* every VMA was walked and the walk holds */
-#define SYNTH_WALK_MORE 2    /* the chunk is full: walk again from resume */
-#define SYNTH_WALK_INVALID 3 /* the walk does not hold: read the process again */
+/* SYNTH_RECORD_WALK: the end of the maple walk of one process, or of
+ * one chunk of it, and its status. */
+enum synth_walk_status {
+	SYNTH_WALK_DONE = 1,    /* every VMA was walked and the walk holds */
+	SYNTH_WALK_MORE = 2,    /* the chunk is full: walk again from resume */
+	SYNTH_WALK_INVALID = 3, /* the walk does not hold: read the process again */
+};
 
 struct synth_walk {
 	struct synth_hdr h;
 	struct perf_event_header header;
 	__u32 pid, tid;
-	__u32 status;
+	__u32 status; /* enum synth_walk_status */
 	__u32 pad;
 	__u64 count;     /* VMAs walked in this process, chunks before included */
 	__u64 map_count; /* mm->map_count after the walk */
 	__u64 resume;    /* with SYNTH_WALK_MORE: the address to go on from */
 };
 
-/* An MMAP2 record of the maple walk whose process and file are those of
- * the MMAP2 record before it in the stream: userspace takes the file's
- * identity and name from that one. */
-#define SYNTH_RECORD_MMAP2_NEXT 0x5e01
+/* SYNTH_RECORD_MMAP2_NEXT: an MMAP2 record of the maple walk whose
+ * process and file are those of the MMAP2 record before it in the
+ * stream: userspace takes the file's identity and name from that one
+ * (struct synth_mmap2_next). */
 
-/* A synth-private record: a file new to the build-ID cache, just noted
- * in pending, and the mapping it was noted with; userspace starts reading
+/* SYNTH_RECORD_PENDING: a file new to the build-ID cache, just noted in
+ * pending, and the mapping it was noted with; userspace starts reading
  * its build ID at once, while the walk goes on. */
-#define SYNTH_RECORD_PENDING 0x5e02
 
 struct synth_pending_rec {
 	struct synth_hdr h;
@@ -182,14 +205,9 @@ struct synth_mmap2_next {
 	__u32 prot, flags;
 };
 
-/* Records of the maple walk are emitted in batches of about this many
- * bytes per bpf_perf_event_output() sample. */
-#define SYNTH_BATCH 8192
-
-/* A synth-private record: a range a process unmapped or moved between
+/* SYNTH_RECORD_UNMAP: a range a process unmapped or moved between
  * dumps (unmap.bpf.h), for a Session's stream; never written to
  * perf.data. */
-#define SYNTH_RECORD_UNMAP 0x5e03
 
 struct synth_unmap {
 	struct synth_hdr h;
@@ -199,6 +217,16 @@ struct synth_unmap {
 	/* mremap: the mapping that held start now spans [to, to_end); the
 	 * kernel reports no MMAP2 for it. to == to_end: nothing. */
 	__u64 to, to_end;
+};
+
+/* Every type of the contract, for the BTF bpf2go reads: an enum that
+ * the programs use only by its constants is not in it otherwise. */
+struct synth_contract {
+	enum synth_limit limit;
+	enum synth_cfg cfg;
+	enum synth_record_type record_type;
+	enum synth_walk_status walk_status;
+	struct synth_unmap unmap;
 };
 
 #endif /* SYNTH_H */

@@ -84,6 +84,14 @@ type SynthSynthBuildId struct {
 	Id   [20]uint8
 }
 
+type SynthSynthCfg uint32
+
+const (
+	SynthSynthCfgSYNTH_CFG_DATA       SynthSynthCfg = 1
+	SynthSynthCfgSYNTH_CFG_BUILDID    SynthSynthCfg = 2
+	SynthSynthCfgSYNTH_CFG_NAMESPACES SynthSynthCfg = 4
+)
+
 type SynthSynthFileKey struct {
 	_          structs.HostLayout
 	Ino        uint64
@@ -101,6 +109,17 @@ type SynthSynthHdr struct {
 	Seq  uint64
 	Time uint64
 }
+
+type SynthSynthLimit uint32
+
+const (
+	SynthSynthLimitSYNTH_PATH_MAX        SynthSynthLimit = 4096
+	SynthSynthLimitSYNTH_COMM_LEN        SynthSynthLimit = 16
+	SynthSynthLimitSYNTH_BUILD_ID_SIZE   SynthSynthLimit = 20
+	SynthSynthLimitSYNTH_PACE_UNIT       SynthSynthLimit = 64
+	SynthSynthLimitSYNTH_SAMPLE_OVERHEAD SynthSynthLimit = 48
+	SynthSynthLimitSYNTH_BATCH           SynthSynthLimit = 8192
+)
 
 type SynthSynthMmap2 struct {
 	_      structs.HostLayout
@@ -173,6 +192,32 @@ type SynthSynthPendingRec struct {
 	End   uint64
 }
 
+type SynthSynthRecordType uint32
+
+const (
+	SynthSynthRecordTypeSYNTH_RECORD_WALK      SynthSynthRecordType = 24064
+	SynthSynthRecordTypeSYNTH_RECORD_MMAP2NEXT SynthSynthRecordType = 24065
+	SynthSynthRecordTypeSYNTH_RECORD_PENDING   SynthSynthRecordType = 24066
+	SynthSynthRecordTypeSYNTH_RECORD_UNMAP     SynthSynthRecordType = 24067
+)
+
+type SynthSynthUnmap struct {
+	_      structs.HostLayout
+	H      SynthSynthHdr
+	Header struct {
+		_    structs.HostLayout
+		Type uint32
+		Misc uint16
+		Size uint16
+	}
+	Pid   uint32
+	Tid   uint32
+	Start uint64
+	End   uint64
+	To    uint64
+	ToEnd uint64
+}
+
 type SynthSynthWalk struct {
 	_      structs.HostLayout
 	H      SynthSynthHdr
@@ -190,6 +235,14 @@ type SynthSynthWalk struct {
 	MapCount uint64
 	Resume   uint64
 }
+
+type SynthSynthWalkStatus uint32
+
+const (
+	SynthSynthWalkStatusSYNTH_WALK_DONE    SynthSynthWalkStatus = 1
+	SynthSynthWalkStatusSYNTH_WALK_MORE    SynthSynthWalkStatus = 2
+	SynthSynthWalkStatusSYNTH_WALK_INVALID SynthSynthWalkStatus = 3
+)
 
 type SynthUnmapCall struct {
 	_      structs.HostLayout
@@ -236,6 +289,7 @@ const (
 	SynthVarReaderNs              = "reader_ns"
 	SynthVarResumeMode            = "resume_mode"
 	SynthVarSessionLast           = "session_last"
+	SynthVarSynthContract         = "synth_contract"
 	SynthVarSynthFlags            = "synth_flags"
 	SynthVarSynthGen              = "synth_gen"
 	SynthVarSynthLost             = "synth_lost"
@@ -339,6 +393,7 @@ type SynthVariableSpecs struct {
 	ReaderNs              *ebpf.VariableSpec `ebpf:"reader_ns"`
 	ResumeMode            *ebpf.VariableSpec `ebpf:"resume_mode"`
 	SessionLast           *ebpf.VariableSpec `ebpf:"session_last"`
+	SynthContract         *ebpf.VariableSpec `ebpf:"synth_contract"`
 	SynthFlags            *ebpf.VariableSpec `ebpf:"synth_flags"`
 	SynthGen              *ebpf.VariableSpec `ebpf:"synth_gen"`
 	SynthLost             *ebpf.VariableSpec `ebpf:"synth_lost"`
@@ -418,6 +473,7 @@ type SynthVariables struct {
 	ReaderNs              *ebpf.Variable `ebpf:"reader_ns"`
 	ResumeMode            *ebpf.Variable `ebpf:"resume_mode"`
 	SessionLast           *ebpf.Variable `ebpf:"session_last"`
+	SynthContract         *ebpf.Variable `ebpf:"synth_contract"`
 	SynthFlags            *ebpf.Variable `ebpf:"synth_flags"`
 	SynthGen              *ebpf.Variable `ebpf:"synth_gen"`
 	SynthLost             *ebpf.Variable `ebpf:"synth_lost"`

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -23,20 +24,21 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// paceUnit mirrors SYNTH_PACE_UNIT in bpf/synth.h: the programs write one
+// paceUnit is SYNTH_PACE_UNIT (bpf/synth.h): the programs write one
 // byte into the iterator's seq_file per paceUnit bytes that a record
 // takes in a ring (its sample overhead included).
-const paceUnit = 64
+const paceUnit = int(synthbpf.SynthSynthLimitSYNTH_PACE_UNIT)
 
 // maxRecordBytes bounds one emitted sample in a ring: struct synth_mmap2
 // with a PATH_MAX name, plus SYNTH_SAMPLE_OVERHEAD.
-const maxRecordBytes = hdrSize + 8 + 64 + 4096 + 48
+const maxRecordBytes = int(unsafe.Sizeof(synthbpf.SynthSynthMmap2{})) + int(synthbpf.SynthSynthLimitSYNTH_SAMPLE_OVERHEAD)
 
-// cfgData mirrors SYNTH_CFG_DATA.
-const cfgData = 1
-
-// cfgNamespaces mirrors SYNTH_CFG_NAMESPACES.
-const cfgNamespaces = 4
+// Bits of synth_flags.
+const (
+	cfgData       = uint32(synthbpf.SynthSynthCfgSYNTH_CFG_DATA)
+	cfgBuildID    = uint32(synthbpf.SynthSynthCfgSYNTH_CFG_BUILDID)
+	cfgNamespaces = uint32(synthbpf.SynthSynthCfgSYNTH_CFG_NAMESPACES)
+)
 
 // BPF synthesizes records with BPF iterators. It holds the loaded programs
 // and the per-CPU rings, and can run any number of dumps, one at a time.

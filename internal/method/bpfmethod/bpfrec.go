@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"unsafe"
 
+	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -12,10 +14,10 @@ import (
 // payload is a struct synth_hdr followed by a complete perf record whose
 // header.size excludes the sample_id trailer.
 const (
-	hdrGen     = 0
-	hdrSeq     = 8
-	hdrTime    = 16
-	hdrSize    = 24
+	hdrGen     = int(unsafe.Offsetof(synthbpf.SynthSynthHdr{}.Gen))
+	hdrSeq     = int(unsafe.Offsetof(synthbpf.SynthSynthHdr{}.Seq))
+	hdrTime    = int(unsafe.Offsetof(synthbpf.SynthSynthHdr{}.Time))
+	hdrSize    = int(unsafe.Sizeof(synthbpf.SynthSynthHdr{}))
 	recMinSize = 8 + 8 // perf_event_header + pid/tid
 )
 

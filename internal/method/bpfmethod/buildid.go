@@ -18,9 +18,6 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// cfgBuildID mirrors SYNTH_CFG_BUILDID.
-const cfgBuildID = 2
-
 // resolvePending reads the build IDs of the files the walk noted as new
 // to the cache, from the files themselves, and caches them (no build ID
 // included) unless their contents may change unseen. It returns the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unsafe"
 
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
@@ -19,10 +20,19 @@ import (
 // (the reader's pid namespace's), u64 start, end, to and to_end. It has
 // no sample_id trailer and is never written to perf.data: no perf.data
 // reader knows it.
-const RecordUnmap = 0x5e03
+const RecordUnmap = perfdata.RecordType(synthbpf.SynthSynthRecordTypeSYNTH_RECORD_UNMAP)
 
-// UnmapSize is the size of a RecordUnmap record.
-const UnmapSize = 8 + 8 + 32
+// UnmapSize is the size of a RecordUnmap record, its synth_hdr left out.
+const UnmapSize = int(unsafe.Sizeof(synthbpf.SynthSynthUnmap{}) - unsafe.Sizeof(synthbpf.SynthSynthHdr{}))
+
+// Offsets in a RecordUnmap record.
+const (
+	unmapTid   = int(unsafe.Offsetof(synthbpf.SynthSynthUnmap{}.Tid)) - hdrSize
+	unmapStart = int(unsafe.Offsetof(synthbpf.SynthSynthUnmap{}.Start)) - hdrSize
+	unmapEnd   = int(unsafe.Offsetof(synthbpf.SynthSynthUnmap{}.End)) - hdrSize
+	unmapTo    = int(unsafe.Offsetof(synthbpf.SynthSynthUnmap{}.To)) - hdrSize
+	unmapToEnd = int(unsafe.Offsetof(synthbpf.SynthSynthUnmap{}.ToEnd)) - hdrSize
+)
 
 // Unmap is what a RecordUnmap says: process Pid's range [Start, End)
 // went; after an mremap(2), the mapping that held Start spans [To,
@@ -39,9 +49,9 @@ func ParseUnmap(rec []byte) (Unmap, error) {
 	if len(rec) < UnmapSize || v.Type() != RecordUnmap || v.Size() != UnmapSize {
 		return Unmap{}, fmt.Errorf("unmap record of %d bytes, type %#x", len(rec), v.Type())
 	}
-	return Unmap{Pid: v.Pid(), Tid: hostOrder.Uint32(rec[12:]),
-		Start: hostOrder.Uint64(rec[16:]), End: hostOrder.Uint64(rec[24:]),
-		To: hostOrder.Uint64(rec[32:]), ToEnd: hostOrder.Uint64(rec[40:])}, nil
+	return Unmap{Pid: v.Pid(), Tid: hostOrder.Uint32(rec[unmapTid:]),
+		Start: hostOrder.Uint64(rec[unmapStart:]), End: hostOrder.Uint64(rec[unmapEnd:]),
+		To: hostOrder.Uint64(rec[unmapTo:]), ToEnd: hostOrder.Uint64(rec[unmapToEnd:])}, nil
 }
 
 // unmapHooks are the syscalls' tracepoints the unmap programs attach to

@@ -17,15 +17,15 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// Mirrors of bpf/synth.h.
+// The synth-private record types and walk states of bpf/synth.h.
 const (
-	recordWalk      = 0x5e00 // SYNTH_RECORD_WALK
-	recordMmap2Next = 0x5e01 // SYNTH_RECORD_MMAP2_NEXT
-	recordPending   = 0x5e02 // SYNTH_RECORD_PENDING
-	walkDone        = 1      // SYNTH_WALK_DONE
-	walkMore        = 2      // SYNTH_WALK_MORE
-	walkInvalid     = 3      // SYNTH_WALK_INVALID
-	synthBatchBytes = 8192   // SYNTH_BATCH
+	recordWalk      = perfdata.RecordType(synthbpf.SynthSynthRecordTypeSYNTH_RECORD_WALK)
+	recordMmap2Next = perfdata.RecordType(synthbpf.SynthSynthRecordTypeSYNTH_RECORD_MMAP2NEXT)
+	recordPending   = perfdata.RecordType(synthbpf.SynthSynthRecordTypeSYNTH_RECORD_PENDING)
+	walkDone        = uint32(synthbpf.SynthSynthWalkStatusSYNTH_WALK_DONE)
+	walkMore        = uint32(synthbpf.SynthSynthWalkStatusSYNTH_WALK_MORE)
+	walkInvalid     = uint32(synthbpf.SynthSynthWalkStatusSYNTH_WALK_INVALID)
+	synthBatchBytes = int(synthbpf.SynthSynthLimitSYNTH_BATCH)
 )
 
 // walkLimits splits half a ring between the two things one paced read

@@ -33,7 +33,7 @@ func TestExpandNext(t *testing.T) {
 	want.Misc = perfdata.MiscUser | perfdata.MiscMmapData
 	le := binary.NativeEndian
 	next := make([]byte, nextSize)
-	le.PutUint32(next, recordMmap2Next)
+	le.PutUint32(next, uint32(recordMmap2Next))
 	le.PutUint16(next[4:], want.Misc|perfdata.MiscMmapBuildID)
 	le.PutUint16(next[6:], uint16(nextSize))
 	le.PutUint32(next[nextPid:], 7)
@@ -77,7 +77,7 @@ func TestWalkLimits(t *testing.T) {
 	for pages := assemble.MinRingPages; pages <= 1<<16; pages *= 2 {
 		ring := pages * os.Getpagesize()
 		chunk, budget := walkLimits(ring)
-		if budget <= 0 || chunk < maxRecordBytes {
+		if budget <= 0 || int(chunk) < maxRecordBytes {
 			t.Fatalf("%d pages: chunk %d, budget %d: no room for one record", pages, chunk, budget)
 		}
 		if perRead := budget*paceUnit + 2*synthBatchBytes + int(chunk); perRead > ring/2 {
