@@ -209,10 +209,18 @@ struct synth_mmap2_next {
  * dumps (unmap.bpf.h), for a Session's stream; never written to
  * perf.data. */
 
+/* What a SYNTH_RECORD_UNMAP says of its range. */
+enum synth_unmap_what {
+	SYNTH_UNMAP_GONE = 1,   /* unmapped (munmap, mremap) */
+	SYNTH_UNMAP_NOEXEC = 2, /* no longer executable (mprotect, mmap over it) */
+};
+
 struct synth_unmap {
 	struct synth_hdr h;
 	struct perf_event_header header;
 	__u32 pid, tid;
+	__u32 what; /* enum synth_unmap_what */
+	__u32 pad;
 	__u64 start, end; /* the range that went, [start, end) */
 	/* mremap: the mapping that held start now spans [to, to_end); the
 	 * kernel reports no MMAP2 for it. to == to_end: nothing. */
@@ -226,6 +234,7 @@ struct synth_contract {
 	enum synth_cfg cfg;
 	enum synth_record_type record_type;
 	enum synth_walk_status walk_status;
+	enum synth_unmap_what unmap_what;
 	struct synth_unmap unmap;
 };
 

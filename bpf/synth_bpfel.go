@@ -212,11 +212,20 @@ type SynthSynthUnmap struct {
 	}
 	Pid   uint32
 	Tid   uint32
+	What  uint32
+	Pad   uint32
 	Start uint64
 	End   uint64
 	To    uint64
 	ToEnd uint64
 }
+
+type SynthSynthUnmapWhat uint32
+
+const (
+	SynthSynthUnmapWhatSYNTH_UNMAP_GONE   SynthSynthUnmapWhat = 1
+	SynthSynthUnmapWhatSYNTH_UNMAP_NOEXEC SynthSynthUnmapWhat = 2
+)
 
 type SynthSynthWalk struct {
 	_      structs.HostLayout
@@ -250,7 +259,7 @@ type SynthUnmapCall struct {
 	Len    uint64
 	NewLen uint64
 	Flags  uint32
-	Mremap uint32
+	Kind   uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -270,8 +279,12 @@ const (
 	SynthProgDumpTask             = "dump_task"
 	SynthProgDumpTasks            = "dump_tasks"
 	SynthProgDumpVma              = "dump_vma"
+	SynthProgEnterMmap            = "enter_mmap"
+	SynthProgEnterMprotect        = "enter_mprotect"
 	SynthProgEnterMremap          = "enter_mremap"
 	SynthProgEnterMunmap          = "enter_munmap"
+	SynthProgExitMmap             = "exit_mmap"
+	SynthProgExitMprotect         = "exit_mprotect"
 	SynthProgExitMremap           = "exit_mremap"
 	SynthProgExitMunmap           = "exit_munmap"
 	SynthProgProbe                = "probe"
@@ -349,17 +362,21 @@ type SynthSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthProgramSpecs struct {
-	DumpTask     *ebpf.ProgramSpec `ebpf:"dump_task"`
-	DumpTasks    *ebpf.ProgramSpec `ebpf:"dump_tasks"`
-	DumpVma      *ebpf.ProgramSpec `ebpf:"dump_vma"`
-	EnterMremap  *ebpf.ProgramSpec `ebpf:"enter_mremap"`
-	EnterMunmap  *ebpf.ProgramSpec `ebpf:"enter_munmap"`
-	ExitMremap   *ebpf.ProgramSpec `ebpf:"exit_mremap"`
-	ExitMunmap   *ebpf.ProgramSpec `ebpf:"exit_munmap"`
-	Probe        *ebpf.ProgramSpec `ebpf:"probe"`
-	SessionProbe *ebpf.ProgramSpec `ebpf:"session_probe"`
-	WalkMaple    *ebpf.ProgramSpec `ebpf:"walk_maple"`
-	WalkVma      *ebpf.ProgramSpec `ebpf:"walk_vma"`
+	DumpTask      *ebpf.ProgramSpec `ebpf:"dump_task"`
+	DumpTasks     *ebpf.ProgramSpec `ebpf:"dump_tasks"`
+	DumpVma       *ebpf.ProgramSpec `ebpf:"dump_vma"`
+	EnterMmap     *ebpf.ProgramSpec `ebpf:"enter_mmap"`
+	EnterMprotect *ebpf.ProgramSpec `ebpf:"enter_mprotect"`
+	EnterMremap   *ebpf.ProgramSpec `ebpf:"enter_mremap"`
+	EnterMunmap   *ebpf.ProgramSpec `ebpf:"enter_munmap"`
+	ExitMmap      *ebpf.ProgramSpec `ebpf:"exit_mmap"`
+	ExitMprotect  *ebpf.ProgramSpec `ebpf:"exit_mprotect"`
+	ExitMremap    *ebpf.ProgramSpec `ebpf:"exit_mremap"`
+	ExitMunmap    *ebpf.ProgramSpec `ebpf:"exit_munmap"`
+	Probe         *ebpf.ProgramSpec `ebpf:"probe"`
+	SessionProbe  *ebpf.ProgramSpec `ebpf:"session_probe"`
+	WalkMaple     *ebpf.ProgramSpec `ebpf:"walk_maple"`
+	WalkVma       *ebpf.ProgramSpec `ebpf:"walk_vma"`
 }
 
 // SynthMapSpecs contains maps before they are loaded into the kernel.
@@ -495,17 +512,21 @@ type SynthVariables struct {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthPrograms struct {
-	DumpTask     *ebpf.Program `ebpf:"dump_task"`
-	DumpTasks    *ebpf.Program `ebpf:"dump_tasks"`
-	DumpVma      *ebpf.Program `ebpf:"dump_vma"`
-	EnterMremap  *ebpf.Program `ebpf:"enter_mremap"`
-	EnterMunmap  *ebpf.Program `ebpf:"enter_munmap"`
-	ExitMremap   *ebpf.Program `ebpf:"exit_mremap"`
-	ExitMunmap   *ebpf.Program `ebpf:"exit_munmap"`
-	Probe        *ebpf.Program `ebpf:"probe"`
-	SessionProbe *ebpf.Program `ebpf:"session_probe"`
-	WalkMaple    *ebpf.Program `ebpf:"walk_maple"`
-	WalkVma      *ebpf.Program `ebpf:"walk_vma"`
+	DumpTask      *ebpf.Program `ebpf:"dump_task"`
+	DumpTasks     *ebpf.Program `ebpf:"dump_tasks"`
+	DumpVma       *ebpf.Program `ebpf:"dump_vma"`
+	EnterMmap     *ebpf.Program `ebpf:"enter_mmap"`
+	EnterMprotect *ebpf.Program `ebpf:"enter_mprotect"`
+	EnterMremap   *ebpf.Program `ebpf:"enter_mremap"`
+	EnterMunmap   *ebpf.Program `ebpf:"enter_munmap"`
+	ExitMmap      *ebpf.Program `ebpf:"exit_mmap"`
+	ExitMprotect  *ebpf.Program `ebpf:"exit_mprotect"`
+	ExitMremap    *ebpf.Program `ebpf:"exit_mremap"`
+	ExitMunmap    *ebpf.Program `ebpf:"exit_munmap"`
+	Probe         *ebpf.Program `ebpf:"probe"`
+	SessionProbe  *ebpf.Program `ebpf:"session_probe"`
+	WalkMaple     *ebpf.Program `ebpf:"walk_maple"`
+	WalkVma       *ebpf.Program `ebpf:"walk_vma"`
 }
 
 func (p *SynthPrograms) Close() error {
@@ -513,8 +534,12 @@ func (p *SynthPrograms) Close() error {
 		p.DumpTask,
 		p.DumpTasks,
 		p.DumpVma,
+		p.EnterMmap,
+		p.EnterMprotect,
 		p.EnterMremap,
 		p.EnterMunmap,
+		p.ExitMmap,
+		p.ExitMprotect,
 		p.ExitMremap,
 		p.ExitMunmap,
 		p.Probe,

@@ -37,9 +37,10 @@ type SessionOptions struct {
 	// tasks it says, whose samples join the stream.
 	Sample *SampleOptions
 	// Unmaps adds to the stream, from the first dump on, a KindUnmap
-	// record for each range a process unmaps with munmap(2) or moves or
-	// resizes with mremap(2), so that a Table follows at once rather
-	// than at the next dump. It needs the kernel's syscall tracepoints; where they
+	// record for each range a process unmaps with munmap(2), moves or
+	// resizes with mremap(2), or leaves without PROT_EXEC (mprotect(2),
+	// a MAP_FIXED mmap(2)), so that a Table follows at once rather than
+	// at the next dump. It needs the kernel's syscall tracepoints; where they
 	// are missing the session runs without, and UnmapsErr says why.
 	Unmaps bool
 }
@@ -135,11 +136,15 @@ type Record struct {
 // Unmap is what a KindUnmap record says: process Pid's range [Start,
 // End) went, by munmap(2) or mremap(2); after an mremap, the mapping
 // that held Start spans [To, ToEnd) (moved, or resized in place), of
-// which the kernel reports no MMAP2. To == ToEnd: nothing does.
+// which the kernel reports no MMAP2. To == ToEnd: nothing does. With
+// NoExec the range did not go but is no longer executable (mprotect(2),
+// or a MAP_FIXED mmap(2) without PROT_EXEC over it), which the kernel
+// reports only to a session of data mappings too (Options.Data).
 type Unmap struct {
 	Pid        uint32
 	Start, End uint64
 	To, ToEnd  uint64
+	NoExec     bool
 }
 
 // Unmapped returns what a KindUnmap record says; ok is false for any
@@ -149,7 +154,7 @@ func (r *Record) Unmapped() (u Unmap, ok bool) {
 		return Unmap{}, false
 	}
 	bu, err := bpfmethod.ParseUnmap(r.Raw)
-	return Unmap{Pid: bu.Pid, Start: bu.Start, End: bu.End, To: bu.To, ToEnd: bu.ToEnd}, err == nil
+	return Unmap{Pid: bu.Pid, Start: bu.Start, End: bu.End, To: bu.To, ToEnd: bu.ToEnd, NoExec: bu.NoExec}, err == nil
 }
 
 // SessionStats count what a session has streamed.

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/synth-dev/synth/perfdata"
+	"golang.org/x/sys/unix"
 )
 
 // Mapping is one mapping of a process, as an MMAP2 record reports it.
@@ -103,7 +104,8 @@ func (t *Table) Processes() []*Process {
 //     away what the dump found mapped again);
 //   - a KindUnmap removes its range from the process's mappings, and
 //     after an mremap puts the mapping that held its start where the
-//     call put it;
+//     call put it; one of a range no longer executable (NoExec) removes
+//     it from the executable mappings only;
 //   - samples are skipped.
 //
 // The records themselves (their trailer, if any, is not read):
@@ -248,6 +250,10 @@ func (t *Table) unmap(u Unmap) {
 	if !ok {
 		return
 	}
+	if u.NoExec {
+		p.Mappings = cutExec(p.Mappings, u.Start, u.End)
+		return
+	}
 	m, held := p.Lookup(u.Start)
 	var moved Mapping
 	if held {
@@ -259,6 +265,22 @@ func (t *Table) unmap(u Unmap) {
 		moved.Start, moved.End = u.To, u.ToEnd
 		t.add(u.Pid, moved)
 	}
+}
+
+// cutExec removes [start, end) from the executable mappings of ms,
+// leaving the others: a range that is no longer executable, whose new
+// mapping the kernel reported if the table holds data mappings too.
+func cutExec(ms []Mapping, start, end uint64) []Mapping {
+	for i := 0; i < len(ms); i++ {
+		m := ms[i]
+		if m.End <= start || m.Start >= end || m.Prot&unix.PROT_EXEC == 0 {
+			continue
+		}
+		before := len(ms)
+		ms = cut(ms, max(start, m.Start), min(end, m.End))
+		i += len(ms) - before // past what the cut left of m
+	}
+	return ms
 }
 
 // cut removes [start, end) from ms, by address, trimming the mappings

@@ -89,11 +89,17 @@ func TestTableApply(t *testing.T) {
 // unmapRec is a KindUnmap record (bpf/synth.h, struct synth_unmap after
 // its synth_hdr).
 func unmapRec(pid uint32, start, end, to, toEnd uint64) *synth.Record {
+	return unmapWhat(pid, 1, start, end, to, toEnd) // SYNTH_UNMAP_GONE
+}
+
+func unmapWhat(pid, what uint32, start, end, to, toEnd uint64) *synth.Record {
 	raw := binary.NativeEndian.AppendUint32(nil, 0x5e03) // type
 	raw = binary.NativeEndian.AppendUint16(raw, 0)       // misc
-	raw = binary.NativeEndian.AppendUint16(raw, 48)      // size
+	raw = binary.NativeEndian.AppendUint16(raw, 56)      // size
 	raw = binary.NativeEndian.AppendUint32(raw, pid)
 	raw = binary.NativeEndian.AppendUint32(raw, pid)
+	raw = binary.NativeEndian.AppendUint32(raw, what)
+	raw = binary.NativeEndian.AppendUint32(raw, 0)
 	for _, v := range []uint64{start, end, to, toEnd} {
 		raw = binary.NativeEndian.AppendUint64(raw, v)
 	}
@@ -105,6 +111,7 @@ func unmapRec(pid uint32, start, end, to, toEnd uint64) *synth.Record {
 // it, its file offset kept; an unmap read over by a dump changes nothing.
 func TestTableUnmap(t *testing.T) {
 	tb := synth.NewTable()
+	data := perfdata.Mmap2{Pid: 1, Tid: 1, Addr: 0x2800, Len: 0x800, Prot: 3, Filename: "c"}
 	for _, rec := range [][]byte{mmap2(1, 0x1000, 0x5000, 0, "a"), mmap2(1, 0x8000, 0xa000, 0x3000, "b")} {
 		if err := tb.Apply(&synth.Record{Kind: synth.KindLive, Raw: rec}); err != nil {
 			t.Fatal(err)
@@ -123,6 +130,11 @@ func TestTableUnmap(t *testing.T) {
 		{unmapRec(1, 0x20000, 0x22000, 0x20000, 0x21000), "[1000-2000@0 a][3000-4000@2000 a][20000-21000@4000 b]"},
 		{&synth.Record{Kind: synth.KindUnmap, Raw: unmapRec(1, 0x1000, 0x2000, 0, 0).Raw, Superseded: true},
 			"[1000-2000@0 a][3000-4000@2000 a][20000-21000@4000 b]"},
+		// No longer executable: only the executable mappings lose it
+		// (mmap2 gives prot 5; c is a data mapping, prot 3).
+		{&synth.Record{Kind: synth.KindLive, Raw: data.Append(nil, 0, nil)},
+			"[1000-2000@0 a][2800-3000@0 c][3000-4000@2000 a][20000-21000@4000 b]"},
+		{unmapWhat(1, 2, 0x1800, 0x3800, 0, 0), "[1000-1800@0 a][2800-3000@0 c][3800-4000@2800 a][20000-21000@4000 b]"},
 	} {
 		if err := tb.Apply(step.rec); err != nil {
 			t.Fatal(err)
@@ -133,7 +145,7 @@ func TestTableUnmap(t *testing.T) {
 		}
 	}
 	bad := unmapRec(1, 0, 0, 0, 0)
-	bad.Raw = bad.Raw[:40]
+	bad.Raw = bad.Raw[:48]
 	if err := tb.Apply(bad); err == nil {
 		t.Error("a short unmap record applied")
 	}

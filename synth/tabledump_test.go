@@ -262,8 +262,9 @@ func unmapSession(t *testing.T, pid int) *synth.Session {
 }
 
 // With SessionOptions.Unmaps the table forgets a range as soon as the
-// stream says it went, with no dump between: munmap(2), and mremap(2)
-// moving a mapping or shrinking it in place. And an unmap the kernel
+// stream says it went, with no dump between: munmap(2), mremap(2)
+// moving a mapping or shrinking it in place, and mprotect(2) taking
+// PROT_EXEC away. And an unmap the kernel
 // reported before the dump read the process does not take away what the
 // dump found mapped at the same place since.
 func TestTableUnmapsLive(t *testing.T) {
@@ -292,6 +293,9 @@ func TestTableUnmapsLive(t *testing.T) {
 		{"move b", p.Move},
 		{"shrink b", p.Shrink},
 		{"unmap b", p.Unmap},
+		{"map e", func() error { return p.Map(lib("e.so", 4)) }},
+		{"take exec from e's first page", p.NoExec},
+		{"unmap e", p.Unmap},
 	}
 	for _, st := range steps {
 		if err := st.do(); err != nil {

@@ -64,6 +64,12 @@ func (c *child) command(line string) error {
 	if line == "move" || line == "shrink" {
 		return c.remapLater(line == "move")
 	}
+	if line == "noexec" {
+		if len(c.later) == 0 {
+			return errors.New("noexec: nothing mapped with map")
+		}
+		return unix.Mprotect(c.later[len(c.later)-1][:page], unix.PROT_READ)
+	}
 	if line == "pause" {
 		return c.pauseChurn()
 	}

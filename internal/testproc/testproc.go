@@ -184,6 +184,10 @@ func (p *Proc) Move() error { return p.command("move") }
 // (mremap(2), in place).
 func (p *Proc) Shrink() error { return p.command("shrink") }
 
+// NoExec has the process take PROT_EXEC from the first page of the last
+// mapping Map made (mprotect(2)).
+func (p *Proc) NoExec() error { return p.command("noexec") }
+
 // command sends the process a command line and waits for its answer.
 func (p *Proc) command(line string) error {
 	p.mu.Lock()

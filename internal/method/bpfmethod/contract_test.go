@@ -32,7 +32,7 @@ func TestContract(t *testing.T) {
 		{"mmap2 filename", body(unsafe.Offsetof(m.Filename)), 72},
 		{"mmap2 filename size", len(m.Filename), int(synthbpf.SynthSynthLimitSYNTH_PATH_MAX)},
 		{"unmap pid", body(unsafe.Offsetof(synthbpf.SynthSynthUnmap{}.Pid)), 8},
-		{"unmap size", UnmapSize, 48},
+		{"unmap size", UnmapSize, 56},
 	} {
 		if f.got != f.want {
 			t.Errorf("%s at %d, want %d", f.name, f.got, f.want)

@@ -28,6 +28,7 @@ const UnmapSize = int(unsafe.Sizeof(synthbpf.SynthSynthUnmap{}) - unsafe.Sizeof(
 // Offsets in a RecordUnmap record.
 const (
 	unmapTid   = int(unsafe.Offsetof(synthbpf.SynthSynthUnmap{}.Tid)) - hdrSize
+	unmapWhat  = int(unsafe.Offsetof(synthbpf.SynthSynthUnmap{}.What)) - hdrSize
 	unmapStart = int(unsafe.Offsetof(synthbpf.SynthSynthUnmap{}.Start)) - hdrSize
 	unmapEnd   = int(unsafe.Offsetof(synthbpf.SynthSynthUnmap{}.End)) - hdrSize
 	unmapTo    = int(unsafe.Offsetof(synthbpf.SynthSynthUnmap{}.To)) - hdrSize
@@ -36,11 +37,14 @@ const (
 
 // Unmap is what a RecordUnmap says: process Pid's range [Start, End)
 // went; after an mremap(2), the mapping that held Start spans [To,
-// ToEnd) (To == ToEnd: nothing does).
+// ToEnd) (To == ToEnd: nothing does). With NoExec the range did not go
+// but is no longer executable (mprotect(2), or a MAP_FIXED mmap(2)
+// without PROT_EXEC over it).
 type Unmap struct {
 	Pid, Tid   uint32
 	Start, End uint64
 	To, ToEnd  uint64
+	NoExec     bool
 }
 
 // ParseUnmap reads a RecordUnmap record.
@@ -51,7 +55,8 @@ func ParseUnmap(rec []byte) (Unmap, error) {
 	}
 	return Unmap{Pid: v.Pid(), Tid: hostOrder.Uint32(rec[unmapTid:]),
 		Start: hostOrder.Uint64(rec[unmapStart:]), End: hostOrder.Uint64(rec[unmapEnd:]),
-		To: hostOrder.Uint64(rec[unmapTo:]), ToEnd: hostOrder.Uint64(rec[unmapToEnd:])}, nil
+		To: hostOrder.Uint64(rec[unmapTo:]), ToEnd: hostOrder.Uint64(rec[unmapToEnd:]),
+		NoExec: hostOrder.Uint32(rec[unmapWhat:]) == uint32(synthbpf.SynthSynthUnmapWhatSYNTH_UNMAP_NOEXEC)}, nil
 }
 
 // unmapHooks are the syscalls' tracepoints the unmap programs attach to
@@ -60,8 +65,12 @@ func ParseUnmap(rec []byte) (Unmap, error) {
 var unmapHooks = []struct{ prog, event string }{
 	{synthbpf.SynthProgEnterMunmap, "sys_enter_munmap"},
 	{synthbpf.SynthProgEnterMremap, "sys_enter_mremap"},
+	{synthbpf.SynthProgEnterMprotect, "sys_enter_mprotect"},
+	{synthbpf.SynthProgEnterMmap, "sys_enter_mmap"},
 	{synthbpf.SynthProgExitMunmap, "sys_exit_munmap"},
 	{synthbpf.SynthProgExitMremap, "sys_exit_mremap"},
+	{synthbpf.SynthProgExitMprotect, "sys_exit_mprotect"},
+	{synthbpf.SynthProgExitMmap, "sys_exit_mmap"},
 }
 
 // WatchUnmaps attaches the unmap programs: from then on the live records
