@@ -280,7 +280,7 @@ func TestSoak(t *testing.T) {
 		// Between dumps, the live stream alone: no range the table holds
 		// is unmapped. (Names and protections may lag: the kernel reports
 		// neither a file's deletion nor exec taken away by mprotect.)
-		flushInto(t, s, tb)
+		flushInto(t, s, tb, nil)
 		for _, p := range churners {
 			if stale := unmappedInTable(t, tb, p.Pid); stale != 0 {
 				t.Errorf("before the last dump, pid %d: %d mappings in the table where /proc has nothing", p.Pid, stale)

@@ -20,7 +20,7 @@ import (
 )
 
 // dumpInto has s dump and applies the stream to tb up to the dump's end
-// and then every live record the rings hold (a Flush), but those skip
+// and then every live record the rings hold (flushInto), but those skip
 // says to leave out.
 func dumpInto(t *testing.T, s *synth.Session, tb *synth.Table, skip func(*synth.Record) bool) {
 	t.Helper()
@@ -30,13 +30,8 @@ func dumpInto(t *testing.T, s *synth.Session, tb *synth.Table, skip func(*synth.
 		t.Fatal(err)
 	}
 	var rec synth.Record
-	ended := false
-	for {
-		err := s.ReadContext(ctx, &rec)
-		if errors.Is(err, synth.ErrFlushed) {
-			return
-		}
-		if err != nil {
+	for rec.Kind != synth.KindDumpEnd {
+		if err := s.ReadContext(ctx, &rec); err != nil {
 			t.Fatal(err)
 		}
 		if skip == nil || !skip(&rec) {
@@ -44,13 +39,8 @@ func dumpInto(t *testing.T, s *synth.Session, tb *synth.Table, skip func(*synth.
 				t.Fatal(err)
 			}
 		}
-		if rec.Kind == synth.KindDumpEnd && !ended {
-			ended = true
-			if err := s.Flush(); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
+	flushInto(t, s, tb, skip)
 }
 
 // sameAsProc fails t unless the table holds process pid's executable
@@ -212,7 +202,7 @@ func TestTableDlclose(t *testing.T) {
 	} else {
 		for _, step := range steps {
 			command(step)
-			flushInto(t, s, tb)
+			flushInto(t, s, tb, nil)
 			sameAsProc(t, "after "+step+", no dump", tb, cmd.Process.Pid)
 		}
 	}
@@ -225,8 +215,8 @@ func TestTableDlclose(t *testing.T) {
 }
 
 // flushInto applies to tb every live record the rings hold (a Flush),
-// without a dump.
-func flushInto(t *testing.T, s *synth.Session, tb *synth.Table) {
+// without a dump, but those skip says to leave out.
+func flushInto(t *testing.T, s *synth.Session, tb *synth.Table, skip func(*synth.Record) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -242,8 +232,10 @@ func flushInto(t *testing.T, s *synth.Session, tb *synth.Table) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.Apply(&rec); err != nil {
-			t.Fatal(err)
+		if skip == nil || !skip(&rec) {
+			if err := tb.Apply(&rec); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
@@ -301,7 +293,7 @@ func TestTableUnmapsLive(t *testing.T) {
 		if err := st.do(); err != nil {
 			t.Fatalf("%s: %v", st.what, err)
 		}
-		flushInto(t, s, tb)
+		flushInto(t, s, tb, nil)
 		sameAsProc(t, "after "+st.what+", no dump", tb, p.Pid)
 	}
 	if st := s.Stats(); st.Unmaps < 4 {

@@ -253,12 +253,12 @@ func (b *BPF) Walk() (string, error) { return b.walk, b.walkWhy }
 // end only where it is a function symbol: x86's is (its linker script
 // puts it inside .text), arm64's is not, so elsewhere kallsyms is read.
 func (b *BPF) kernelText() (assemble.Kernel, error) {
-	var start, end uint64
-	var err error
-	if b.probed && etextIsText {
-		err = errors.Join(b.objs.TextStart.Get(&start), b.objs.TextEnd.Get(&end))
+	if !b.probed || !etextIsText {
+		return assemble.ReadKallsyms("/proc/kallsyms")
 	}
-	if !b.probed || err != nil || start == 0 {
+	var start, end uint64
+	err := errors.Join(b.objs.TextStart.Get(&start), b.objs.TextEnd.Get(&end))
+	if err != nil || start == 0 {
 		return assemble.ReadKallsyms("/proc/kallsyms")
 	}
 	return assemble.Kernel{Text: assemble.TextMap(start, end)}, nil
