@@ -259,8 +259,19 @@ type SynthUnmapCall struct {
 	Len    uint64
 	NewLen uint64
 	Flags  uint32
-	Kind   uint32
+	Kind   SynthUnmapCallKind
+	Nr     int32
+	_      [4]byte
 }
+
+type SynthUnmapCallKind uint32
+
+const (
+	SynthUnmapCallKindCALL_MUNMAP   SynthUnmapCallKind = 0
+	SynthUnmapCallKindCALL_MREMAP   SynthUnmapCallKind = 1
+	SynthUnmapCallKindCALL_MPROTECT SynthUnmapCallKind = 2
+	SynthUnmapCallKindCALL_MMAP     SynthUnmapCallKind = 3
+)
 
 // Names of all BPF objects in the ELF.
 //
@@ -310,6 +321,7 @@ const (
 	SynthVarSynthSeq              = "synth_seq"
 	SynthVarTextEnd               = "text_end"
 	SynthVarTextStart             = "text_start"
+	SynthVarUnmapsMissed          = "unmaps_missed"
 	SynthVarUnusedSynthMmap2Next  = "unused_synth_mmap2_next"
 	SynthVarUnusedSynthPendingRec = "unused_synth_pending_rec"
 	SynthVarUnusedSynthWalk       = "unused_synth_walk"
@@ -418,6 +430,7 @@ type SynthVariableSpecs struct {
 	SynthSeq              *ebpf.VariableSpec `ebpf:"synth_seq"`
 	TextEnd               *ebpf.VariableSpec `ebpf:"text_end"`
 	TextStart             *ebpf.VariableSpec `ebpf:"text_start"`
+	UnmapsMissed          *ebpf.VariableSpec `ebpf:"unmaps_missed"`
 	UnusedSynthMmap2Next  *ebpf.VariableSpec `ebpf:"unused_synth_mmap2_next"`
 	UnusedSynthPendingRec *ebpf.VariableSpec `ebpf:"unused_synth_pending_rec"`
 	UnusedSynthWalk       *ebpf.VariableSpec `ebpf:"unused_synth_walk"`
@@ -498,6 +511,7 @@ type SynthVariables struct {
 	SynthSeq              *ebpf.Variable `ebpf:"synth_seq"`
 	TextEnd               *ebpf.Variable `ebpf:"text_end"`
 	TextStart             *ebpf.Variable `ebpf:"text_start"`
+	UnmapsMissed          *ebpf.Variable `ebpf:"unmaps_missed"`
 	UnusedSynthMmap2Next  *ebpf.Variable `ebpf:"unused_synth_mmap2_next"`
 	UnusedSynthPendingRec *ebpf.Variable `ebpf:"unused_synth_pending_rec"`
 	UnusedSynthWalk       *ebpf.Variable `ebpf:"unused_synth_walk"`

@@ -34,14 +34,18 @@
 
 enum unmap_call_kind { CALL_MUNMAP, CALL_MREMAP, CALL_MPROTECT, CALL_MMAP };
 
-/* The arguments of a call under way, by thread. An entry whose exit
- * never comes (the thread was killed) ages out. */
+/* The arguments of a call under way, by thread. An exit reports only
+ * the call its thread's enter noted: the kernel skips a tracepoint
+ * program now and then (below), and a note whose exit was skipped must
+ * not be taken for the next call's. An entry whose exit never comes
+ * (the thread was killed) ages out. */
 struct unmap_call {
 	__u64 addr;    /* mmap's is where it asked for (MAP_FIXED: got) */
 	__u64 len;     /* mremap's old_len */
 	__u64 new_len; /* mremap's */
 	__u32 flags;   /* mremap's */
-	__u32 kind;    /* enum unmap_call_kind */
+	enum unmap_call_kind kind;
+	__s32 nr;      /* the syscall's number, as its exit sees it */
 };
 
 struct {
@@ -51,6 +55,31 @@ struct {
 	__type(value, struct unmap_call);
 } unmap_calls SEC(".maps");
 
+/* Calls whose change the stream will not report: the note or the record
+ * could not be written (a full ring). The kernel counts the other way
+ * one is missed, a program it skipped, in the program's recursion_misses:
+ * trace_call_bpf() runs none while another tracing program, or a map
+ * operation from userspace, has bpf_prog_active on the CPU. Userspace
+ * adds both up (UnmapMisses). */
+__u64 unmaps_missed;
+
+/* A syscalls:sys_enter_* and sys_exit_* program's context, as
+ * perf_call_bpf_enter() and perf_call_bpf_exit() build it
+ * (kernel/trace/trace_syscalls.c): the syscall's number is an int and the
+ * padding after it is not set, which trace_event_raw_sys_enter's long id
+ * would read. */
+struct syscall_enter_ctx {
+	struct trace_entry ent;
+	int nr;
+	unsigned long args[6];
+};
+
+struct syscall_exit_ctx {
+	struct trace_entry ent;
+	int nr;
+	long ret;
+};
+
 static __always_inline __u64 page_align(__u64 len)
 {
 	__u64 page = 1ULL << page_shift;
@@ -58,44 +87,67 @@ static __always_inline __u64 page_align(__u64 len)
 	return (len + page - 1) & ~(page - 1);
 }
 
-static __always_inline void note_call(__u64 addr, __u64 len, __u64 new_len, __u32 flags, __u32 kind)
+static __always_inline void note_call(struct syscall_enter_ctx *ctx, __u64 new_len, __u32 flags, __u32 kind)
 {
-	struct unmap_call c = { .addr = addr, .len = len, .new_len = new_len, .flags = flags, .kind = kind };
+	struct unmap_call c = {
+		.addr = ctx->args[0],
+		.len = ctx->args[1],
+		.new_len = new_len,
+		.flags = flags,
+		.kind = kind,
+		.nr = ctx->nr,
+	};
 	__u64 id = bpf_get_current_pid_tgid();
 
-	bpf_map_update_elem(&unmap_calls, &id, &c, BPF_ANY);
+	if (bpf_map_update_elem(&unmap_calls, &id, &c, BPF_ANY))
+		__sync_fetch_and_add(&unmaps_missed, 1);
+}
+
+/* A call of the syscall that is not noted drops a note of its own
+ * syscall left by a call whose exit was skipped: its exit would report
+ * that call's range again, now. */
+static __always_inline void drop_call(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (bpf_map_lookup_elem(&unmap_calls, &id))
+		bpf_map_delete_elem(&unmap_calls, &id);
 }
 
 SEC("tracepoint/syscalls/sys_enter_munmap")
-int enter_munmap(struct trace_event_raw_sys_enter *ctx)
+int enter_munmap(struct syscall_enter_ctx *ctx)
 {
-	note_call(ctx->args[0], ctx->args[1], 0, 0, CALL_MUNMAP);
+	note_call(ctx, 0, 0, CALL_MUNMAP);
 	return 0;
 }
 
 SEC("tracepoint/syscalls/sys_enter_mremap")
-int enter_mremap(struct trace_event_raw_sys_enter *ctx)
+int enter_mremap(struct syscall_enter_ctx *ctx)
 {
-	note_call(ctx->args[0], ctx->args[1], ctx->args[2], ctx->args[3], CALL_MREMAP);
+	note_call(ctx, ctx->args[2], ctx->args[3], CALL_MREMAP);
 	return 0;
 }
 
 /* Only a call that leaves a range without PROT_EXEC is noted: one that
  * makes it executable is reported by the kernel (an MMAP2). */
 SEC("tracepoint/syscalls/sys_enter_mprotect")
-int enter_mprotect(struct trace_event_raw_sys_enter *ctx)
+int enter_mprotect(struct syscall_enter_ctx *ctx)
 {
 	if (!(ctx->args[2] & PROT_EXEC))
-		note_call(ctx->args[0], ctx->args[1], 0, 0, CALL_MPROTECT);
+		note_call(ctx, 0, 0, CALL_MPROTECT);
+	else
+		drop_call();
 	return 0;
 }
 
 /* Only a MAP_FIXED mapping can land on one that exists. */
 SEC("tracepoint/syscalls/sys_enter_mmap")
-int enter_mmap(struct trace_event_raw_sys_enter *ctx)
+int enter_mmap(struct syscall_enter_ctx *ctx)
 {
 	if ((ctx->args[3] & MAP_FIXED) && !(ctx->args[2] & PROT_EXEC))
-		note_call(ctx->args[0], ctx->args[1], 0, 0, CALL_MMAP);
+		note_call(ctx, 0, 0, CALL_MMAP);
+	else
+		drop_call();
 	return 0;
 }
 
@@ -130,8 +182,9 @@ static __always_inline bool changed(const struct unmap_call *c, long ret, struct
 	}
 }
 
-/* The exit of any of the calls: the arguments the enter noted say which. */
-static __always_inline void report(struct trace_event_raw_sys_exit *ctx)
+/* The exit of any of the calls: the arguments the enter noted say
+ * which, if the enter was this call's. */
+static __always_inline void report(struct syscall_exit_ctx *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct unmap_call *c = bpf_map_lookup_elem(&unmap_calls, &id);
@@ -141,7 +194,7 @@ static __always_inline void report(struct trace_event_raw_sys_exit *ctx)
 
 	if (!c)
 		return;
-	ok = changed(c, ctx->ret, &r);
+	ok = c->nr == ctx->nr && changed(c, ctx->ret, &r);
 	bpf_map_delete_elem(&unmap_calls, &id);
 	if (!ok || !reader_known)
 		return;
@@ -154,32 +207,33 @@ static __always_inline void report(struct trace_event_raw_sys_exit *ctx)
 	r.h.time = bpf_ktime_get_ns();
 	r.header.type = SYNTH_RECORD_UNMAP;
 	r.header.size = sizeof(r) - sizeof(r.h);
-	bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, &r, sizeof(r));
+	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, &r, sizeof(r)))
+		__sync_fetch_and_add(&unmaps_missed, 1);
 }
 
 SEC("tracepoint/syscalls/sys_exit_munmap")
-int exit_munmap(struct trace_event_raw_sys_exit *ctx)
+int exit_munmap(struct syscall_exit_ctx *ctx)
 {
 	report(ctx);
 	return 0;
 }
 
 SEC("tracepoint/syscalls/sys_exit_mremap")
-int exit_mremap(struct trace_event_raw_sys_exit *ctx)
+int exit_mremap(struct syscall_exit_ctx *ctx)
 {
 	report(ctx);
 	return 0;
 }
 
 SEC("tracepoint/syscalls/sys_exit_mprotect")
-int exit_mprotect(struct trace_event_raw_sys_exit *ctx)
+int exit_mprotect(struct syscall_exit_ctx *ctx)
 {
 	report(ctx);
 	return 0;
 }
 
 SEC("tracepoint/syscalls/sys_exit_mmap")
-int exit_mmap(struct trace_event_raw_sys_exit *ctx)
+int exit_mmap(struct syscall_exit_ctx *ctx)
 {
 	report(ctx);
 	return 0;

@@ -175,6 +175,12 @@ type SessionStats struct {
 	// interrupts took more than kernel.perf_cpu_time_max_percent.
 	Throttled uint64
 	Unmaps    uint64 // KindUnmap records returned
+	// UnmapsMissed counts the unmap calls the stream cannot report
+	// because the kernel skipped the program that notes them: it runs
+	// no tracepoint program on a CPU where another BPF program, or a
+	// map operation from userspace, is under way. Until the next dump a
+	// Table may hold a range that went.
+	UnmapsMissed uint64
 	Filtered  uint64 // live records and samples of processes outside Options.Pids
 	// FilteredSamples are the samples among them: none when the sampler
 	// is opened on the target's tasks (SampleOptions.Tasks), unless a
@@ -372,7 +378,11 @@ func (s *Session) LastDump() Stats {
 func (s *Session) Stats() SessionStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stats
+	st := s.stats
+	if s.unmapsErr == nil {
+		st.UnmapsMissed, _ = s.b.UnmapMisses() // the programs are loaded: it cannot fail
+	}
+	return st
 }
 
 // SetDeadline makes Read return os.ErrDeadlineExceeded when it has

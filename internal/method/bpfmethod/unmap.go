@@ -137,3 +137,29 @@ func mountTracefs() error {
 	}
 	return nil
 }
+
+// UnmapMisses returns how many unmap calls the stream has not reported
+// and never will: the kernel skipped an unmap program (bpf_prog_info's
+// recursion_misses: trace_call_bpf runs no tracing program on a CPU
+// where another one, even another tool's, or a map operation from
+// userspace is under way), or a program could not write its note or
+// its record (unmaps_missed in bpf/unmap.bpf.h). The next dump corrects
+// what they missed.
+func (b *BPF) UnmapMisses() (uint64, error) {
+	var n uint64
+	if err := b.objs.UnmapsMissed.Get(&n); err != nil {
+		return 0, fmt.Errorf("unmaps missed: %w", err)
+	}
+	for _, h := range unmapHooks {
+		prog, err := b.objs.program(h.prog)
+		if err != nil {
+			return 0, err
+		}
+		st, err := prog.Stats()
+		if err != nil {
+			return 0, fmt.Errorf("unmap program %s: %w", h.prog, err)
+		}
+		n += st.RecursionMisses
+	}
+	return n, nil
+}
