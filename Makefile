@@ -20,7 +20,7 @@ MULTIARCH := $(shell uname -m)-linux-gnu
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-.PHONY: all build dump deps generate check-generate test vet vet-arm64 perfdata-js vmtest vmtest-short clean
+.PHONY: all build dump deps generate check-generate check-generate-trixie test vet vet-arm64 perfdata-js vmtest vmtest-short clean
 
 all: build
 
@@ -54,6 +54,12 @@ generate: deps
 
 check-generate: deps
 	SYNTH_REQUIRE=1 $(GO) test -count=1 -run '^TestGeneratedUpToDate$$' ./bpf
+
+# The same against trixie's libbpf headers (libbpf 1.5, which defines
+# what bookworm's 1.1 does not, __arg_trusted among them), downloaded, not
+# installed: the committed objects must come out byte for byte.
+check-generate-trixie: deps
+	testdata/libbpf/check.sh trixie
 
 # perfdata reads and writes perf.data on any system: it builds for
 # macOS and Windows too, tests included. staticcheck adds what go vet
