@@ -181,7 +181,7 @@ type SessionStats struct {
 	// map operation from userspace, is under way. Until the next dump a
 	// Table may hold a range that went.
 	UnmapsMissed uint64
-	Filtered  uint64 // live records and samples of processes outside Options.Pids
+	Filtered     uint64 // live records and samples of processes outside Options.Pids
 	// FilteredSamples are the samples among them: none when the sampler
 	// is opened on the target's tasks (SampleOptions.Tasks), unless a
 	// task left the target.
