@@ -3,49 +3,48 @@ package perfdata
 import "fmt"
 
 // Record types (enum perf_event_type, include/uapi/linux/perf_event.h, and
-// the user-space types of tools/lib/perf/include/perf/event.h). They are
-// untyped, so that they compare with a uint32 as well as a RecordType.
+// the user-space types of tools/lib/perf/include/perf/event.h).
 const (
-	RecordMmap              = 1
-	RecordLost              = 2
-	RecordComm              = 3
-	RecordExit              = 4
-	RecordThrottle          = 5
-	RecordUnthrottle        = 6
-	RecordFork              = 7
-	RecordRead              = 8
-	RecordSample            = 9
-	RecordMmap2             = 10
-	RecordAux               = 11
-	RecordItraceStart       = 12
-	RecordLostSamples       = 13
-	RecordSwitch            = 14
-	RecordSwitchCPUWide     = 15
-	RecordNamespaces        = 16
-	RecordKsymbol           = 17
-	RecordBPFEvent          = 18
-	RecordCgroup            = 19
-	RecordTextPoke          = 20
-	RecordAuxOutputHwID     = 21
-	RecordHeaderAttr        = 64
-	RecordHeaderEventType   = 65
-	RecordHeaderTracingData = 66
-	RecordHeaderBuildID     = 67
-	RecordFinishedRound     = 68
-	RecordIDIndex           = 69
-	RecordAuxtraceInfo      = 70
-	RecordAuxtrace          = 71
-	RecordAuxtraceError     = 72
-	RecordThreadMap         = 73
-	RecordCPUMap            = 74
-	RecordStatConfig        = 75
-	RecordStat              = 76
-	RecordStatRound         = 77
-	RecordEventUpdate       = 78
-	RecordTimeConv          = 79
-	RecordHeaderFeature     = 80
-	RecordCompressed        = 81
-	RecordFinishedInit      = 82
+	RecordMmap              RecordType = 1
+	RecordLost              RecordType = 2
+	RecordComm              RecordType = 3
+	RecordExit              RecordType = 4
+	RecordThrottle          RecordType = 5
+	RecordUnthrottle        RecordType = 6
+	RecordFork              RecordType = 7
+	RecordRead              RecordType = 8
+	RecordSample            RecordType = 9
+	RecordMmap2             RecordType = 10
+	RecordAux               RecordType = 11
+	RecordItraceStart       RecordType = 12
+	RecordLostSamples       RecordType = 13
+	RecordSwitch            RecordType = 14
+	RecordSwitchCPUWide     RecordType = 15
+	RecordNamespaces        RecordType = 16
+	RecordKsymbol           RecordType = 17
+	RecordBPFEvent          RecordType = 18
+	RecordCgroup            RecordType = 19
+	RecordTextPoke          RecordType = 20
+	RecordAuxOutputHwID     RecordType = 21
+	RecordHeaderAttr        RecordType = 64
+	RecordHeaderEventType   RecordType = 65
+	RecordHeaderTracingData RecordType = 66
+	RecordHeaderBuildID     RecordType = 67
+	RecordFinishedRound     RecordType = 68
+	RecordIDIndex           RecordType = 69
+	RecordAuxtraceInfo      RecordType = 70
+	RecordAuxtrace          RecordType = 71
+	RecordAuxtraceError     RecordType = 72
+	RecordThreadMap         RecordType = 73
+	RecordCPUMap            RecordType = 74
+	RecordStatConfig        RecordType = 75
+	RecordStat              RecordType = 76
+	RecordStatRound         RecordType = 77
+	RecordEventUpdate       RecordType = 78
+	RecordTimeConv          RecordType = 79
+	RecordHeaderFeature     RecordType = 80
+	RecordCompressed        RecordType = 81
+	RecordFinishedInit      RecordType = 82
 )
 
 // RecordType is the type of a record, perf_event_header.type.
@@ -132,30 +131,54 @@ const (
 
 // Feature section ids (tools/perf/util/header.h, perf 6.1).
 const (
-	FeatTracingData  = 1
-	FeatBuildID      = 2
-	FeatHostname     = 3
-	FeatOSRelease    = 4
-	FeatVersion      = 5
-	FeatArch         = 6
-	FeatNrCPUs       = 7
-	FeatCPUDesc      = 8
-	FeatCPUID        = 9
-	FeatTotalMem     = 10
-	FeatCmdline      = 11
-	FeatEventDesc    = 12
-	FeatCPUTopology  = 13
-	FeatNUMATopology = 14
-	FeatPMUMappings  = 16
-	FeatCache        = 20
-	FeatSampleTime   = 21
-	FeatMemTopology  = 22
-	FeatClockID      = 23
-	FeatBPFProgInfo  = 25
-	FeatBPFBTF       = 26
-	FeatClockData    = 29
-	FeatPMUCaps      = 31
+	FeatTracingData  FeatureID = 1
+	FeatBuildID      FeatureID = 2
+	FeatHostname     FeatureID = 3
+	FeatOSRelease    FeatureID = 4
+	FeatVersion      FeatureID = 5
+	FeatArch         FeatureID = 6
+	FeatNrCPUs       FeatureID = 7
+	FeatCPUDesc      FeatureID = 8
+	FeatCPUID        FeatureID = 9
+	FeatTotalMem     FeatureID = 10
+	FeatCmdline      FeatureID = 11
+	FeatEventDesc    FeatureID = 12
+	FeatCPUTopology  FeatureID = 13
+	FeatNUMATopology FeatureID = 14
+	FeatPMUMappings  FeatureID = 16
+	FeatCache        FeatureID = 20
+	FeatSampleTime   FeatureID = 21
+	FeatMemTopology  FeatureID = 22
+	FeatClockID      FeatureID = 23
+	FeatBPFProgInfo  FeatureID = 25
+	FeatBPFBTF       FeatureID = 26
+	FeatClockData    FeatureID = 29
+	FeatPMUCaps      FeatureID = 31
 	// FeatLast is HEADER_LAST_FEATURE of perf 6.1: the bound of the
 	// feature bitmap perf reads, and the id of the pipe-mode end marker.
-	FeatLast = 32
+	FeatLast FeatureID = 32
 )
+
+// FeatureID is the id of a feature section (enum HEADER_* of
+// tools/perf/util/header.h): its bit in the header's feature bitmap.
+type FeatureID int
+
+var featureNames = map[FeatureID]string{
+	FeatTracingData: "TRACING_DATA", FeatBuildID: "BUILD_ID", FeatHostname: "HOSTNAME",
+	FeatOSRelease: "OSRELEASE", FeatVersion: "VERSION", FeatArch: "ARCH", FeatNrCPUs: "NRCPUS",
+	FeatCPUDesc: "CPUDESC", FeatCPUID: "CPUID", FeatTotalMem: "TOTAL_MEM", FeatCmdline: "CMDLINE",
+	FeatEventDesc: "EVENT_DESC", FeatCPUTopology: "CPU_TOPOLOGY", FeatNUMATopology: "NUMA_TOPOLOGY",
+	FeatPMUMappings: "PMU_MAPPINGS", FeatCache: "CACHE", FeatSampleTime: "SAMPLE_TIME",
+	FeatMemTopology: "MEM_TOPOLOGY", FeatClockID: "CLOCKID", FeatBPFProgInfo: "BPF_PROG_INFO",
+	FeatBPFBTF: "BPF_BTF", FeatClockData: "CLOCK_DATA", FeatPMUCaps: "PMU_CAPS",
+}
+
+// String returns the name perf gives the feature after HEADER_, as perf
+// report --header-only names it, or "FeatureID(N)" for one synth does
+// not write.
+func (f FeatureID) String() string {
+	if n, ok := featureNames[f]; ok {
+		return n
+	}
+	return fmt.Sprintf("FeatureID(%d)", int(f))
+}

@@ -168,3 +168,15 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FeatureID names the features as perf report --header-only does.
+func TestFeatureIDString(t *testing.T) {
+	for id, want := range map[FeatureID]string{
+		FeatBuildID: "BUILD_ID", FeatCPUTopology: "CPU_TOPOLOGY", FeatPMUCaps: "PMU_CAPS",
+		FeatLast: "FeatureID(32)",
+	} {
+		if got := id.String(); got != want {
+			t.Errorf("FeatureID(%d).String() = %q, want %q", int(id), got, want)
+		}
+	}
+}

@@ -3,7 +3,7 @@ package perfdata
 // Feature is one feature section: its id (Feat*) and its body, encoded
 // as in a perf.data file (tools/perf/util/header.c).
 type Feature struct {
-	ID   int
+	ID   FeatureID
 	Data []byte
 }
 
@@ -22,7 +22,7 @@ func appendPerfString(b []byte, s string) []byte {
 
 // StringFeature is a feature whose body is one perf string (HOSTNAME,
 // OSRELEASE, VERSION, ARCH, CPUDESC, CPUID).
-func StringFeature(id int, s string) Feature {
+func StringFeature(id FeatureID, s string) Feature {
 	return Feature{ID: id, Data: appendPerfString(nil, s)}
 }
 

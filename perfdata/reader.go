@@ -179,7 +179,7 @@ func (rd *Reader) readFeatures(bits []byte) error {
 		if err != nil {
 			return err
 		}
-		rd.features = append(rd.features, Feature{ID: id, Data: bytes.Clone(body)})
+		rd.features = append(rd.features, Feature{ID: FeatureID(id), Data: bytes.Clone(body)})
 		idx += sectionSize
 	}
 	return nil
@@ -227,7 +227,7 @@ func (rd *Reader) Next() (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	rec := Record{Off: rd.pos, Type: RecordType(h.Type), Misc: h.Misc, Data: b}
+	rec := Record{Off: rd.pos, Type: h.Type, Misc: h.Misc, Data: b}
 	if n := payloadSize(&rec); n > 0 {
 		// Read again, with what follows: the record's bytes stay in
 		// the buffer, before the payload.
@@ -280,11 +280,11 @@ func (rd *headers) take(rec Record) error {
 			return errorf(rec.Off, "short HEADER_FEATURE")
 		}
 		id := le.Uint64(p)
-		if id == 0 || id > FeatLast {
+		if id == 0 || id > uint64(FeatLast) {
 			return errorf(rec.Off+8, "feature id %d", id)
 		}
-		if id < FeatLast {
-			rd.features = append(rd.features, Feature{ID: int(id), Data: bytes.Clone(p[8:])})
+		if id < uint64(FeatLast) {
+			rd.features = append(rd.features, Feature{ID: FeatureID(id), Data: bytes.Clone(p[8:])})
 		}
 	}
 	return nil

@@ -11,7 +11,7 @@ const MaxRecordSize = 1<<16 - 1
 
 // Header mirrors struct perf_event_header.
 type Header struct {
-	Type uint32
+	Type RecordType
 	Misc uint16
 	Size uint16
 }
@@ -21,13 +21,13 @@ func ParseHeader(b []byte) (Header, error) {
 	if len(b) < headerSize {
 		return Header{}, errorf(0, "%d bytes, short of a record header", len(b))
 	}
-	return Header{Type: le.Uint32(b), Misc: le.Uint16(b[4:]), Size: le.Uint16(b[6:])}, nil
+	return Header{Type: RecordType(le.Uint32(b)), Misc: le.Uint16(b[4:]), Size: le.Uint16(b[6:])}, nil
 }
 
 // startRecord appends a header whose size finishRecord patches.
-func startRecord(b []byte, typ uint32, misc uint16) ([]byte, int) {
+func startRecord(b []byte, typ RecordType, misc uint16) ([]byte, int) {
 	at := len(b)
-	b = le.AppendUint32(b, typ)
+	b = le.AppendUint32(b, uint32(typ))
 	b = le.AppendUint16(b, misc)
 	return le.AppendUint16(b, 0), at
 }
@@ -54,7 +54,7 @@ func appendString(b []byte, s string) []byte {
 
 // body returns a record's bytes between its header and its trailer,
 // checking the record's own size, its type and a minimum body length.
-func body(rec []byte, typ uint32, sampleType uint64, min int) ([]byte, Header, error) {
+func body(rec []byte, typ RecordType, sampleType uint64, min int) ([]byte, Header, error) {
 	h, err := ParseHeader(rec)
 	if err != nil {
 		return nil, h, err

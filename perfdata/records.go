@@ -172,7 +172,7 @@ func (e *Exit) Append(b []byte, sampleType uint64, sid *SampleID) []byte {
 	return appendTask(b, RecordExit, (*Fork)(e), sampleType, sid)
 }
 
-func appendTask(b []byte, typ uint32, f *Fork, sampleType uint64, sid *SampleID) []byte {
+func appendTask(b []byte, typ RecordType, f *Fork, sampleType uint64, sid *SampleID) []byte {
 	b, at := startRecord(b, typ, f.Misc)
 	for _, v := range []uint32{f.Pid, f.Ppid, f.Tid, f.Ptid} {
 		b = le.AppendUint32(b, v)
@@ -192,7 +192,7 @@ func ParseExit(rec []byte, sampleType uint64) (Exit, SampleID, error) {
 	return Exit(f), sid, err
 }
 
-func parseTask(rec []byte, typ uint32, sampleType uint64) (Fork, SampleID, error) {
+func parseTask(rec []byte, typ RecordType, sampleType uint64) (Fork, SampleID, error) {
 	p, h, err := body(rec, typ, sampleType, 24)
 	if err != nil {
 		return Fork{}, SampleID{}, err

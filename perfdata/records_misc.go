@@ -9,7 +9,7 @@ type Throttle struct {
 
 // Append appends the record; see Mmap.Append.
 func (t *Throttle) Append(b []byte, sampleType uint64, sid *SampleID) []byte {
-	typ := uint32(RecordThrottle)
+	typ := RecordThrottle
 	if t.Unthrottle {
 		typ = RecordUnthrottle
 	}
@@ -21,7 +21,7 @@ func (t *Throttle) Append(b []byte, sampleType uint64, sid *SampleID) []byte {
 // ParseThrottle decodes a PERF_RECORD_THROTTLE or UNTHROTTLE; see
 // ParseMmap for sampleType.
 func ParseThrottle(rec []byte, sampleType uint64) (Throttle, SampleID, error) {
-	typ := uint32(RecordThrottle)
+	typ := RecordThrottle
 	if h, err := ParseHeader(rec); err == nil && h.Type == RecordUnthrottle {
 		typ = RecordUnthrottle
 	}
@@ -68,7 +68,7 @@ type Switch struct {
 
 // Append appends the record; see Mmap.Append.
 func (s *Switch) Append(b []byte, sampleType uint64, sid *SampleID) []byte {
-	typ := uint32(RecordSwitch)
+	typ := RecordSwitch
 	if s.CPUWide {
 		typ = RecordSwitchCPUWide
 	}
@@ -88,7 +88,7 @@ func ParseSwitch(rec []byte, sampleType uint64) (Switch, SampleID, error) {
 		return Switch{}, SampleID{}, err
 	}
 	s := Switch{Misc: h.Misc, CPUWide: h.Type == RecordSwitchCPUWide}
-	typ, min := uint32(RecordSwitch), 0
+	typ, min := RecordSwitch, 0
 	if s.CPUWide {
 		typ, min = RecordSwitchCPUWide, 8
 	}

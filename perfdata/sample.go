@@ -401,10 +401,16 @@ func appendRegs(b []byte, abi uint64, regs []uint64) []byte {
 	return appendU64s(b, regs)
 }
 
-// SampleTimeOf returns the time of a PERF_RECORD_SAMPLE of an event of
-// sample_type st, read at its place after the fields before it, without
-// decoding the rest; false when st has no time or the record is short.
-func SampleTimeOf(rec []byte, st uint64) (uint64, bool) {
+// SampleView is a PERF_RECORD_SAMPLE read in place, as the other views
+// are (view.go): each field at its place after the fields before it, as
+// the event's sample_type st lays them out, without decoding the rest.
+// Unlike the other views it checks the record's length, since where a
+// field lies depends on st: each method returns false when st has no
+// such field or the record is too short to hold it.
+type SampleView []byte
+
+// Time is the sample's TIME.
+func (rec SampleView) Time(st uint64) (uint64, bool) {
 	if st&SampleTime == 0 {
 		return 0, false
 	}
@@ -420,10 +426,8 @@ func SampleTimeOf(rec []byte, st uint64) (uint64, bool) {
 	return le.Uint64(rec[off:]), true
 }
 
-// SampleTIDOf returns the pid and tid of a PERF_RECORD_SAMPLE of an
-// event of sample_type st, read in place as SampleTimeOf reads the time;
-// false when st has no tid or the record is short.
-func SampleTIDOf(rec []byte, st uint64) (pid, tid uint32, ok bool) {
+// TID is the sample's pid and tid.
+func (rec SampleView) TID(st uint64) (pid, tid uint32, ok bool) {
 	if st&SampleTID == 0 {
 		return 0, 0, false
 	}
@@ -439,33 +443,32 @@ func SampleTIDOf(rec []byte, st uint64) (pid, tid uint32, ok bool) {
 	return le.Uint32(rec[off:]), le.Uint32(rec[off+4:]), true
 }
 
-// TrailerIdentifier returns the IDENTIFIER of a record's sample_id_all
+// TrailerIdentifier is the IDENTIFIER of a record's sample_id_all
 // trailer, its last 8 bytes, where the attr's sample_type has
 // SampleIdentifier (the trailer's last field); false for a record too
-// short to have one.
-func TrailerIdentifier(rec []byte) (uint64, bool) {
+// short to have one. Unlike RecordView's other methods it checks the
+// length.
+func (r RecordView) TrailerIdentifier() (uint64, bool) {
+	rec := r
 	if len(rec) < headerSize+8 {
 		return 0, false
 	}
 	return le.Uint64(rec[len(rec)-8:]), true
 }
 
-// SampleIdentifierOf returns the IDENTIFIER of a PERF_RECORD_SAMPLE of
-// an event whose sample_type has SampleIdentifier: its first field.
-// false for a record too short to have one.
-func SampleIdentifierOf(rec []byte) (uint64, bool) {
+// Identifier is the sample's IDENTIFIER, its first field where
+// sample_type has SampleIdentifier.
+func (rec SampleView) Identifier() (uint64, bool) {
 	if len(rec) < headerSize+8 {
 		return 0, false
 	}
 	return le.Uint64(rec[headerSize:]), true
 }
 
-// SampleRawOf returns the RAW data of a PERF_RECORD_SAMPLE of an event
-// of sample_type st, in place: the size bytes after its u32 size (the
-// kernel counts the padding to 8 bytes in that size). false when st has
-// no RAW, has READ (whose size depends on the read_format), or the
-// record is short.
-func SampleRawOf(rec []byte, st uint64) ([]byte, bool) {
+// Raw is the sample's RAW data, in place: the size bytes after its u32
+// size (the kernel counts the padding to 8 bytes in that size); false
+// also where st has READ, whose size depends on the read_format.
+func (rec SampleView) Raw(st uint64) ([]byte, bool) {
 	if st&SampleRaw == 0 || st&SampleRead != 0 {
 		return nil, false
 	}

@@ -67,9 +67,9 @@ func (s *StreamReader) Next() (Record, error) {
 	}
 	b = s.buf[:h.Size]
 	if _, err := io.ReadFull(s.r, b[headerSize:]); err != nil {
-		return Record{}, errorf(s.off, "read a %s record of %d bytes: %v", RecordType(h.Type), h.Size, noEOF(err))
+		return Record{}, errorf(s.off, "read a %s record of %d bytes: %v", h.Type, h.Size, noEOF(err))
 	}
-	rec := Record{Off: s.off, Type: RecordType(h.Type), Misc: h.Misc, Data: b}
+	rec := Record{Off: s.off, Type: h.Type, Misc: h.Misc, Data: b}
 	s.off += int64(h.Size)
 	if err := s.readPayload(&rec); err != nil {
 		return Record{}, err

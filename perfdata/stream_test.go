@@ -30,7 +30,7 @@ func pipeFile(t testing.TB, extra ...[]byte) []byte {
 // that follows TRACING_DATA outside its size.
 func TestStreamReader(t *testing.T) {
 	tracing := make([]byte, 16)
-	le.PutUint32(tracing, RecordHeaderTracingData)
+	le.PutUint32(tracing, uint32(RecordHeaderTracingData))
 	le.PutUint16(tracing[6:], 16)
 	le.PutUint32(tracing[8:], 24) // u32 size of what follows
 	payload := bytes.Repeat([]byte{0xee}, 24)

@@ -106,7 +106,7 @@ func TestWriteTables(t *testing.T) {
 	}
 }
 
-func featureData(fs []Feature, id int) []byte {
+func featureData(fs []Feature, id FeatureID) []byte {
 	for _, f := range fs {
 		if f.ID == id {
 			return f.Data

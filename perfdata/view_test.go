@@ -79,24 +79,24 @@ func TestSampleInPlace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tm, ok := SampleTimeOf(rec, st); !ok || tm != p.Time {
-			t.Errorf("%#x: SampleTimeOf %d %v, want %d", st, tm, ok, p.Time)
+		if tm, ok := SampleView(rec).Time(st); !ok || tm != p.Time {
+			t.Errorf("%#x: SampleView.Time %d %v, want %d", st, tm, ok, p.Time)
 		}
-		if pid, tid, ok := SampleTIDOf(rec, st); !ok || pid != p.Pid || tid != p.Tid {
-			t.Errorf("%#x: SampleTIDOf %d/%d %v, want %d/%d", st, pid, tid, ok, p.Pid, p.Tid)
+		if pid, tid, ok := SampleView(rec).TID(st); !ok || pid != p.Pid || tid != p.Tid {
+			t.Errorf("%#x: SampleView.TID %d/%d %v, want %d/%d", st, pid, tid, ok, p.Pid, p.Tid)
 		}
-		got, ok := SampleRawOf(rec, st)
+		got, ok := SampleView(rec).Raw(st)
 		if st&SampleRaw == 0 {
 			if ok {
-				t.Errorf("%#x: SampleRawOf found RAW in a sample without it", st)
+				t.Errorf("%#x: SampleView.Raw found RAW in a sample without it", st)
 			}
 			continue
 		}
 		if !ok || string(got) != string(raw) {
-			t.Errorf("%#x: SampleRawOf %q %v, want %q", st, got, ok, raw)
+			t.Errorf("%#x: SampleView.Raw %q %v, want %q", st, got, ok, raw)
 		}
-		if _, ok := SampleRawOf(rec[:len(rec)-len(raw)], st); ok {
-			t.Errorf("%#x: SampleRawOf read a RAW cut short", st)
+		if _, ok := SampleView(rec[:len(rec)-len(raw)]).Raw(st); ok {
+			t.Errorf("%#x: SampleView.Raw read a RAW cut short", st)
 		}
 	}
 }

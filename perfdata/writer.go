@@ -138,7 +138,7 @@ func seekableFile(out io.Writer) bool {
 	return err == nil && off == 0
 }
 
-func hasFeature(fs []Feature, id int) bool {
+func hasFeature(fs []Feature, id FeatureID) bool {
 	return slices.ContainsFunc(fs, func(f Feature) bool { return f.ID == id })
 }
 
@@ -259,7 +259,7 @@ func (w *Writer) noteSample(rec []byte) {
 			}
 		}
 	}
-	t, ok := SampleTimeOf(rec, st)
+	t, ok := SampleView(rec).Time(st)
 	if !ok {
 		return
 	}
@@ -280,9 +280,9 @@ func (w *Writer) EndInit() error { return w.WriteRecord(headerOnly(RecordFinishe
 func (w *Writer) EndRound() error { return w.WriteRecord(headerOnly(RecordFinishedRound)) }
 
 // headerOnly is a record that is only its header.
-func headerOnly(typ uint32) []byte {
+func headerOnly(typ RecordType) []byte {
 	var b [8]byte
-	le.PutUint32(b[0:], typ)
+	le.PutUint32(b[0:], uint32(typ))
 	le.PutUint16(b[6:], 8)
 	return b[:]
 }

@@ -93,7 +93,7 @@ func (w *Writer) sortedFeatures() []Feature {
 	if !hasFeature(fs, FeatSampleTime) {
 		fs = append(fs, sampleTimeFeature(w.firstSample, w.lastSample))
 	}
-	slices.SortStableFunc(fs, func(a, b Feature) int { return a.ID - b.ID })
+	slices.SortStableFunc(fs, func(a, b Feature) int { return int(a.ID - b.ID) })
 	var out []Feature
 	for i, f := range fs {
 		if f.ID <= 0 || f.ID >= FeatLast {

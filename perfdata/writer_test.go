@@ -90,11 +90,11 @@ func TestWriterRoundTrip(t *testing.T) {
 		if len(r.Attrs()) != 1 || r.Attrs()[0].Attr != testAttr() || r.SampleType() != testST {
 			t.Errorf("pipe=%v: attrs %+v", pipe, r.Attrs())
 		}
-		ids := map[int]bool{}
+		ids := map[FeatureID]bool{}
 		for _, f := range r.Features() {
 			ids[f.ID] = true
 		}
-		for _, id := range []int{FeatHostname, FeatOSRelease, FeatVersion, FeatArch, FeatNrCPUs, FeatCmdline, FeatEventDesc} {
+		for _, id := range []FeatureID{FeatHostname, FeatOSRelease, FeatVersion, FeatArch, FeatNrCPUs, FeatCmdline, FeatEventDesc} {
 			if !ids[id] {
 				t.Errorf("pipe=%v: feature %d missing", pipe, id)
 			}

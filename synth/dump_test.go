@@ -3,7 +3,6 @@ package synth_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -63,8 +62,8 @@ func procKeys(t *testing.T, pid int, data bool) []mapKey {
 // dumped is one dump's records, decoded.
 type dumped struct {
 	stats  synth.Stats
-	types  []uint32 // record types in output order
-	pids   []uint32 // pid of each record
+	types  []perfdata.RecordType // record types in output order
+	pids   []uint32              // pid of each record
 	maps   []mapKey
 	misc   []uint16 // misc of each MMAP2, parallel to maps
 	comms  map[uint32]string
@@ -99,7 +98,7 @@ func runDump(t *testing.T, opts synth.Options) *dumped {
 }
 
 func (d *dumped) add(rec []byte, sampleType uint64) error {
-	typ := binary.NativeEndian.Uint32(rec)
+	typ := perfdata.RecordView(rec).Type()
 	if typ == perfdata.RecordLost {
 		// The kernel's count of live records it dropped on a busy
 		// host: part of the output, but of no process.

@@ -141,11 +141,11 @@ func (rt recordTimes) of(rec []byte) (uint64, bool) {
 	st := rt.first
 	if rt.byID != nil && st&perfdata.SampleIdentifier != 0 {
 		// PERF_SAMPLE_IDENTIFIER is a sample's first field.
-		if id, ok := perfdata.SampleIdentifierOf(rec); ok {
+		if id, ok := perfdata.SampleView(rec).Identifier(); ok {
 			if s, ok := rt.byID[id]; ok {
 				st = s
 			}
 		}
 	}
-	return perfdata.SampleTimeOf(rec, st)
+	return perfdata.SampleView(rec).Time(st)
 }

@@ -145,7 +145,7 @@ func TestBPFEventsMatchPerf(t *testing.T) {
 		}
 		maps := 0 // the kernel text and its modules
 		for _, rec := range want {
-			if binary.NativeEndian.Uint32(rec) == perfdata.RecordMmap {
+			if perfdata.RecordView(rec).Type() == perfdata.RecordMmap {
 				maps++
 			}
 		}

@@ -17,7 +17,7 @@ import (
 
 // taskKey names a thread record: its type and thread.
 type taskKey struct {
-	typ uint32
+	typ perfdata.RecordType
 	tid uint32
 }
 
@@ -41,7 +41,7 @@ func perfRecords(t *testing.T, path string, pids map[uint32]bool) (map[taskKey][
 			if rec.Type == perfdata.RecordFork {
 				tid = binary.NativeEndian.Uint32(b[16:])
 			}
-			k := taskKey{uint32(rec.Type), tid}
+			k := taskKey{rec.Type, tid}
 			if _, dup := tasks[k]; dup {
 				t.Errorf("%s: two records of type %d for thread %d", path, k.typ, k.tid)
 			}
@@ -129,7 +129,7 @@ func TestTaskRecordsMatchPerf(t *testing.T) {
 	}
 }
 
-func recName(typ uint32) string {
+func recName(typ perfdata.RecordType) string {
 	switch typ {
 	case perfdata.RecordFork:
 		return "FORK"

@@ -58,7 +58,7 @@ func (r *round) reset() {
 func (r *round) addOut(cpu int, rec []byte) error {
 	switch perfdata.RecordView(rec).Type() {
 	case perfdata.RecordSample:
-		raw, ok := perfdata.SampleRawOf(rec, ringSampleType)
+		raw, ok := perfdata.SampleView(rec).Raw(ringSampleType)
 		if !ok {
 			return fmt.Errorf("cpu %d: BPF sample of %d bytes without its raw data", cpu, len(rec))
 		}

@@ -131,15 +131,15 @@ func (b *BPF) passLive(r *round) error {
 // sampler's own THROTTLE records and the like, the sampler's.
 func (b *BPF) classify(rec []byte) (LiveRecord, error) {
 	if perfdata.RecordView(rec).Type() == perfdata.RecordSample {
-		t, ok := perfdata.SampleTimeOf(rec, b.samplerST)
-		pid, tid, pok := perfdata.SampleTIDOf(rec, b.samplerST)
+		t, ok := perfdata.SampleView(rec).Time(b.samplerST)
+		pid, tid, pok := perfdata.SampleView(rec).TID(b.samplerST)
 		if !ok || !pok {
 			return LiveRecord{}, fmt.Errorf("short sample (%d bytes)", len(rec))
 		}
 		return LiveRecord{Time: t, Pid: pid, Tid: tid, Sample: true}, nil
 	}
 	st := b.liveST
-	if id, ok := perfdata.TrailerIdentifier(rec); ok && slices.Contains(b.samplerIDs, id) {
+	if id, ok := perfdata.RecordView(rec).TrailerIdentifier(); ok && slices.Contains(b.samplerIDs, id) {
 		st = b.samplerST
 	}
 	sid, err := perfdata.ParseSampleID(rec, st)
