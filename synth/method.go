@@ -61,8 +61,10 @@ type MethodOptions struct {
 // OpenMethod opens the method name (MethodAuto if ""). A missing
 // privilege gives a *PermissionError; procquery on a kernel without it,
 // ErrNoProcquery. With MethodAuto it tries bpf, then the faster of the
-// /proc methods on this CPU (see procOrder), then the other; the error
-// of the last says why none opened.
+// /proc methods on this CPU (procquery, unless the kernel isolates its
+// page tables against Meltdown, where each of procquery's many ioctls
+// switches them), then the other; the error of the last says why none
+// opened.
 func OpenMethod(name string, opts MethodOptions) (*Method, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
@@ -128,6 +130,18 @@ func (m *Method) Name() string { return m.name }
 func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
 	st, err := m.d.Dump(ctx, emit)
 	return st, public(err)
+}
+
+// Walk says how the method's dumps read each process's VMAs: WalkMaple
+// or WalkIter for MethodBPF, and, where Options.Walk left the choice to
+// the method and it chose WalkIter, why (a *ProgramError where the
+// kernel's verifier refused the maple walk); "" for the /proc methods.
+// Stats.Walk and Stats.WalkFallback say the same after each dump.
+func (m *Method) Walk() (string, error) {
+	if w, ok := m.d.(interface{ walk() (string, error) }); ok {
+		return w.walk()
+	}
+	return "", nil
 }
 
 // Attrs returns the attrs the records are written under: the attr of

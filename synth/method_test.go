@@ -281,3 +281,37 @@ func goodName(files map[string][]byte) string {
 	}
 	return ""
 }
+
+// Method.Walk says before a dump what each dump's Stats say after it:
+// the BPF method's walk, and why not the maple walk where it chose the
+// iterator; nothing for the /proc methods.
+func TestMethodWalk(t *testing.T) {
+	testenv.Root(t)
+	for _, walk := range []string{synth.WalkAuto, synth.WalkIter} {
+		opts := synth.MethodOptions{Options: synth.Options{Pids: []int{os.Getpid()}, NoKernel: true, Walk: walk}}
+		m, err := synth.OpenMethod(synth.MethodBPF, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, why := m.Walk()
+		st, err := m.Dump(context.Background(), func([]byte) error { return nil })
+		m.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != st.Walk || fmt.Sprint(why) != fmt.Sprint(st.WalkFallback) {
+			t.Errorf("Options.Walk %q: Walk() = %q, %v; the dump's stats %q, %v", walk, got, why, st.Walk, st.WalkFallback)
+		}
+		if walk == synth.WalkIter && got != synth.WalkIter {
+			t.Errorf("Options.Walk %q: Walk() = %q", walk, got)
+		}
+	}
+	m, err := synth.OpenMethod(synth.MethodProcmaps, synth.MethodOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got, why := m.Walk(); got != "" || why != nil {
+		t.Errorf("procmaps: Walk() = %q, %v, want \"\", nil", got, why)
+	}
+}

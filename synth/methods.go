@@ -68,3 +68,12 @@ func newProcquery(opts Options, threads int) (dumper, error) {
 	}
 	return converted{m: m, attrs: optionAttrs(opts)}, nil
 }
+
+// walk is the BPF method's walk, for Method.Walk.
+func (c converted) walk() (string, error) {
+	if b, ok := c.m.(*bpfmethod.BPF); ok {
+		w, why := b.Walk()
+		return w, public(why)
+	}
+	return "", nil
+}

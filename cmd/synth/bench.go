@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/synth-dev/synth/internal/bench"
-	"github.com/synth-dev/synth/internal/loadgen"
+	"github.com/synth-dev/synth/cmd/synth/internal/bench"
+	"github.com/synth-dev/synth/cmd/synth/internal/loadgen"
 )
 
 // vmasPerProc is how many VMAs each load process of a sweep makes.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/synth-dev/synth/internal/bench"
+	"github.com/synth-dev/synth/cmd/synth/internal/bench"
 	"github.com/synth-dev/synth/synth"
 )
 

@@ -10,8 +10,8 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/synth-dev/synth/internal/loadgen"
-	"github.com/synth-dev/synth/internal/workload"
+	"github.com/synth-dev/synth/cmd/synth/internal/loadgen"
+	"github.com/synth-dev/synth/cmd/synth/internal/workload"
 )
 
 // Exit statuses.

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/synth-dev/synth/internal/workload"
+	"github.com/synth-dev/synth/cmd/synth/internal/workload"
 	"github.com/synth-dev/synth/synth"
 )
 

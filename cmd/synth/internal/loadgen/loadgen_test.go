@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synth-dev/synth/internal/loadgen"
+	"github.com/synth-dev/synth/cmd/synth/internal/loadgen"
 	"github.com/synth-dev/synth/internal/procfs"
 )
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
-	"github.com/synth-dev/synth/internal/method/procmethod"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -44,18 +43,19 @@ func Floor(ctx context.Context, walk string, warmup int) (synth.Stats, error) {
 // rows then use the iterator, as auto does).
 func Unavailable(stderr io.Writer) []string {
 	var skip []string
-	if m, err := procmethod.NewProcquery(assemble.Options{}, 1); err != nil {
+	if m, err := synth.OpenMethod(synth.MethodProcquery, synth.MethodOptions{Threads: 1}); err != nil {
 		skip = append(skip, synth.MethodProcquery)
 		fmt.Fprintf(stderr, "bench: procquery left out: %v\n", err)
 	} else {
 		m.Close()
 	}
-	if b, err := bpfmethod.New(assemble.Options{NoKernel: true, NoBuildID: true}); err == nil {
-		if walk, why := b.Walk(); walk != assemble.WalkMaple {
+	opts := synth.MethodOptions{Options: synth.Options{NoKernel: true, NoBuildID: true, NoLive: true}}
+	if m, err := synth.OpenMethod(synth.MethodBPF, opts); err == nil {
+		if walk, why := m.Walk(); walk != synth.WalkMaple {
 			skip = append(skip, "floor-maple")
 			fmt.Fprintf(stderr, "bench: floor-maple left out, bpf walks with the iterator: %v\n", why)
 		}
-		b.Close()
+		m.Close()
 	}
 	return skip
 }
