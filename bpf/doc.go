@@ -1,10 +1,15 @@
 // Package bpf holds synth's BPF programs and their bpf2go bindings.
 //
-// synth.bpf.c is compiled by `make generate` (clang-19) into
-// synth_bpfel.o, which is committed together with the generated
-// synth_bpfel.go, so that `go build` needs no clang. `make check-generate`
-// rebuilds both into a temporary directory and fails when they differ from
-// the committed files.
+// synth.bpf.c holds the programs a dump and a session load, floor.bpf.c
+// those of the benchmark floor, in an object apart; the headers hold
+// what they share: record.bpf.h the rings and the record builders,
+// walk.bpf.h and maple.bpf.h the maple walk, buildid.bpf.h and
+// pidns.bpf.h the build-ID cache and pid namespaces, unmap.bpf.h the
+// unmap programs; synth.h the layout of what they emit, the contract
+// with the Go side. `make generate` (clang-19) compiles each .c into its
+// .o, committed together with the generated .go, so that `go build`
+// needs no clang. `make check-generate` rebuilds them into a temporary
+// directory and fails when they differ from the committed files.
 //
 // One object serves every little-endian architecture (bpf2go's bpfel
 // target: amd64, arm64 and the others): the programs use no

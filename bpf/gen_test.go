@@ -14,7 +14,7 @@ import (
 var update = flag.Bool("update", false, "regenerate the committed bindings (make generate)")
 
 // generated are the bpf2go outputs committed next to the C sources.
-var generated = []string{"synth_bpfel.go", "synth_bpfel.o"}
+var generated = []string{"synth_bpfel.go", "synth_bpfel.o", "floor_bpfel.go", "floor_bpfel.o"}
 
 // TestGeneratedUpToDate regenerates the bindings from the C sources in a
 // scratch copy of the module and fails when they differ from the

@@ -23,13 +23,6 @@ struct pidns {
 	struct pid_namespace *ns;
 };
 
-/* The reader's namespace as the last dump found it, for the programs
- * that run in other tasks (unmap.bpf.h): reader_known is 0 before the
- * first dump. The namespace of a process does not change. */
-__u32 reader_known;
-__u32 reader_level;
-__u64 reader_ns;
-
 /* The reader's pid namespace: that of current's own pid level. The
  * programs run in the read(2) of the iterator, so current is the reader. */
 static __always_inline void reader_pidns(struct pidns *r)
@@ -42,9 +35,6 @@ static __always_inline void reader_pidns(struct pidns *r)
 	if (r->level)
 		bpf_probe_read_kernel(&r->ns, sizeof(r->ns),
 				      &pid->numbers[r->level & PIDNS_LEVEL_MASK].ns);
-	reader_level = r->level;
-	reader_ns = (__u64)r->ns;
-	reader_known = 1;
 }
 
 /* The number of pid in ns, 0 if ns does not see it (a task of an

@@ -298,10 +298,9 @@ const (
 	SynthProgExitMprotect         = "exit_mprotect"
 	SynthProgExitMremap           = "exit_mremap"
 	SynthProgExitMunmap           = "exit_munmap"
+	SynthProgNoteReader           = "note_reader"
 	SynthProgProbe                = "probe"
 	SynthProgSessionProbe         = "session_probe"
-	SynthProgWalkMaple            = "walk_maple"
-	SynthProgWalkVma              = "walk_vma"
 	SynthVarChunkLimit            = "chunk_limit"
 	SynthVarFailTgid              = "fail_tgid"
 	SynthVarLastNsPid             = "last_ns_pid"
@@ -327,7 +326,6 @@ const (
 	SynthVarUnusedSynthWalk       = "unused_synth_walk"
 	SynthVarVmaSessionMin         = "vma_session_min"
 	SynthVarWalkOk                = "walk_ok"
-	SynthVarWalked                = "walked"
 	SynthVarWalksInvalid          = "walks_invalid"
 	SynthVarX86Vsyscall           = "x86_vsyscall"
 )
@@ -385,10 +383,9 @@ type SynthProgramSpecs struct {
 	ExitMprotect  *ebpf.ProgramSpec `ebpf:"exit_mprotect"`
 	ExitMremap    *ebpf.ProgramSpec `ebpf:"exit_mremap"`
 	ExitMunmap    *ebpf.ProgramSpec `ebpf:"exit_munmap"`
+	NoteReader    *ebpf.ProgramSpec `ebpf:"note_reader"`
 	Probe         *ebpf.ProgramSpec `ebpf:"probe"`
 	SessionProbe  *ebpf.ProgramSpec `ebpf:"session_probe"`
-	WalkMaple     *ebpf.ProgramSpec `ebpf:"walk_maple"`
-	WalkVma       *ebpf.ProgramSpec `ebpf:"walk_vma"`
 }
 
 // SynthMapSpecs contains maps before they are loaded into the kernel.
@@ -436,7 +433,6 @@ type SynthVariableSpecs struct {
 	UnusedSynthWalk       *ebpf.VariableSpec `ebpf:"unused_synth_walk"`
 	VmaSessionMin         *ebpf.VariableSpec `ebpf:"vma_session_min"`
 	WalkOk                *ebpf.VariableSpec `ebpf:"walk_ok"`
-	Walked                *ebpf.VariableSpec `ebpf:"walked"`
 	WalksInvalid          *ebpf.VariableSpec `ebpf:"walks_invalid"`
 	X86Vsyscall           *ebpf.VariableSpec `ebpf:"x86_vsyscall"`
 }
@@ -517,7 +513,6 @@ type SynthVariables struct {
 	UnusedSynthWalk       *ebpf.Variable `ebpf:"unused_synth_walk"`
 	VmaSessionMin         *ebpf.Variable `ebpf:"vma_session_min"`
 	WalkOk                *ebpf.Variable `ebpf:"walk_ok"`
-	Walked                *ebpf.Variable `ebpf:"walked"`
 	WalksInvalid          *ebpf.Variable `ebpf:"walks_invalid"`
 	X86Vsyscall           *ebpf.Variable `ebpf:"x86_vsyscall"`
 }
@@ -537,10 +532,9 @@ type SynthPrograms struct {
 	ExitMprotect  *ebpf.Program `ebpf:"exit_mprotect"`
 	ExitMremap    *ebpf.Program `ebpf:"exit_mremap"`
 	ExitMunmap    *ebpf.Program `ebpf:"exit_munmap"`
+	NoteReader    *ebpf.Program `ebpf:"note_reader"`
 	Probe         *ebpf.Program `ebpf:"probe"`
 	SessionProbe  *ebpf.Program `ebpf:"session_probe"`
-	WalkMaple     *ebpf.Program `ebpf:"walk_maple"`
-	WalkVma       *ebpf.Program `ebpf:"walk_vma"`
 }
 
 func (p *SynthPrograms) Close() error {
@@ -556,10 +550,9 @@ func (p *SynthPrograms) Close() error {
 		p.ExitMprotect,
 		p.ExitMremap,
 		p.ExitMunmap,
+		p.NoteReader,
 		p.Probe,
 		p.SessionProbe,
-		p.WalkMaple,
-		p.WalkVma,
 	)
 }
 

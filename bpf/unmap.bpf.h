@@ -28,6 +28,8 @@
 #ifndef SYNTH_UNMAP_BPF_H
 #define SYNTH_UNMAP_BPF_H
 
+#include "record.bpf.h"
+
 #define MREMAP_DONTUNMAP 4     /* include/uapi/linux/mman.h */
 #define MAP_FIXED 0x10         /* include/uapi/asm-generic/mman-common.h */
 #define MAX_ERRNO 4095         /* include/linux/err.h */
@@ -79,6 +81,26 @@ struct syscall_exit_ctx {
 	int nr;
 	long ret;
 };
+
+/* The reader's pid namespace, for the programs that run in other tasks:
+ * note_reader sets it, and reader_known, once before they are attached.
+ * The namespace of a process does not change. */
+__u32 reader_known;
+__u32 reader_level;
+__u64 reader_ns;
+
+/* Run by userspace (BPF_PROG_TEST_RUN): current is the reader. */
+SEC("syscall")
+int note_reader(void *ctx)
+{
+	struct pidns r;
+
+	reader_pidns(&r);
+	reader_level = r.level;
+	reader_ns = (__u64)r.ns;
+	reader_known = 1;
+	return 0;
+}
 
 static __always_inline __u64 page_align(__u64 len)
 {

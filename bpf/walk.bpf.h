@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * dump_tasks (iter/task): the default dump, in one pass over the tasks.
+ * The walk of dump_tasks (iter/task, synth.bpf.c), the default dump, in
+ * one pass over the tasks, and of the benchmark floor (floor.bpf.c).
  * For each task it emits FORK (threads) and COMM; for the task that
  * reports its process's VMAs it walks the maple tree (maple.bpf.h) and
  * emits an MMAP2 record per VMA, then a struct synth_walk that says
@@ -26,6 +27,8 @@
  */
 #ifndef SYNTH_WALK_BPF_H
 #define SYNTH_WALK_BPF_H
+
+#include "record.bpf.h"
 
 /* kfuncs of 6.2 (bpf_rdonly_cast) and 6.7 (the open-coded task_vma
  * iterator): weak, so that a kernel without them still loads the
@@ -138,19 +141,15 @@ static __always_inline void *batch_at(struct batch *b)
 
 static __always_inline void batch_flush(void *ctx, struct seq_file *seq, struct batch *b)
 {
-	__u32 n = b->len, pace_n;
+	__u32 n = b->len;
 
 	if (!n)
 		return;
 	n &= sizeof(b->buf) - 1; /* a no-op the verifier can see */
-	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, b->buf, n) < 0) {
+	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, b->buf, n) < 0)
 		__sync_fetch_and_add(&synth_lost, b->nrec);
-	} else {
-		pace_n = (n + SYNTH_SAMPLE_OVERHEAD + SYNTH_PACE_UNIT - 1) / SYNTH_PACE_UNIT;
-		if (pace_n > sizeof(pace))
-			pace_n = sizeof(pace);
-		bpf_seq_write(seq, pace, pace_n);
-	}
+	else
+		pace_out(seq, n);
 	b->len = 0;
 	b->nrec = 0;
 }
@@ -450,13 +449,67 @@ static __always_inline __u64 process_start(struct task_struct *task)
 	return leader ? leader->start_time : 0;
 }
 
+/* Whether the walk holds, from what walk_mm found: INVALID unless every
+ * check passes. ra is where it resumed, NULL for a first chunk. */
+static __always_inline void walk_verdict(struct walk *c, struct mm_struct *mm, struct resume_at *ra)
+{
+	/* One snapshot across chunks: no writer since the last one. */
+	if (ra && c->w->seq != ra->seq)
+		c->w->status = SYNTH_WALK_INVALID;
+	/* The task's mm is not pinned: it must still be the mm walked (an
+	 * mm freed meanwhile and reused would pass every check above). */
+	if (*(volatile __u64 *)&c->t->mm != (__u64)mm)
+		c->w->status = SYNTH_WALK_INVALID;
+	if (c->w->tgid == fail_tgid)
+		c->w->status = SYNTH_WALK_INVALID;
+	if (c->w->status == SYNTH_WALK_DONE && c->w->count != c->w->map_count)
+		c->w->status = SYNTH_WALK_INVALID;
+}
+
+/* Notes where the next chunk of a walk that stopped (MORE) takes up, in
+ * next, or forgets the note of a walk that ended. */
+static __always_inline void walk_note_resume(struct walk *c, struct mm_struct *mm,
+					     struct resume_at *ra, struct resume_at *next)
+{
+	if (c->w->status == SYNTH_WALK_MORE) {
+		next->gen = synth_gen;
+		next->addr = c->w->resume;
+		next->count = c->w->count;
+		next->mm = (__u64)mm;
+		next->seq = c->w->seq;
+		next->start = process_start(c->t);
+		/* A chunk whose sequel has nowhere to resume is no walk. */
+		if (bpf_map_update_elem(&resumes, &c->w->tgid, next, BPF_ANY))
+			c->w->status = SYNTH_WALK_INVALID;
+	} else if (ra) {
+		bpf_map_delete_elem(&resumes, &c->w->tgid);
+	}
+}
+
+/* The closing struct synth_walk of a walk, into the batch. */
+static __always_inline void walk_report(struct walk *c)
+{
+	struct synth_walk *m = batch_at(c->b);
+
+	m->header.type = SYNTH_RECORD_WALK;
+	m->header.misc = 0;
+	m->header.size = sizeof(*m) - sizeof(m->h);
+	m->pid = c->w->tgid;
+	m->tid = c->w->tid;
+	m->status = c->w->status;
+	m->pad = 0;
+	m->count = c->w->count;
+	m->map_count = c->w->map_count;
+	m->resume = c->w->resume;
+	batch_commit(c->ctx, c->seq, c->b, &m->h, c->w->now, sizeof(*m));
+}
+
 /* Walks the VMAs of task's process, from where an earlier chunk stopped
  * in resume mode, and emits the closing struct synth_walk: every walk
  * asked for ends in one, INVALID when it cannot be proved whole. */
 static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 {
 	struct resume_at *ra = NULL, next = {};
-	struct synth_walk *m;
 	__u64 before = 0;
 
 	c->lf->file = 0;
@@ -478,47 +531,13 @@ static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 	}
 	c->w->status = walk_mm(c, mm);
 	c->w->count += before;
-	/* One snapshot across chunks: no writer since the last one. */
-	if (ra && c->w->seq != ra->seq)
-		c->w->status = SYNTH_WALK_INVALID;
-	/* The task's mm is not pinned: it must still be the mm walked (an
-	 * mm freed meanwhile and reused would pass every check above). */
-	if (*(volatile __u64 *)&c->t->mm != (__u64)mm)
-		c->w->status = SYNTH_WALK_INVALID;
-	if (c->w->tgid == fail_tgid)
-		c->w->status = SYNTH_WALK_INVALID;
-	if (c->w->status == SYNTH_WALK_DONE && c->w->count != c->w->map_count)
-		c->w->status = SYNTH_WALK_INVALID;
+	walk_verdict(c, mm, ra);
 	if (!c->b) /* the floor */
 		goto count;
-	if (c->w->status == SYNTH_WALK_MORE) {
-		next.gen = synth_gen;
-		next.addr = c->w->resume;
-		next.count = c->w->count;
-		next.mm = (__u64)mm;
-		next.seq = c->w->seq;
-		next.start = process_start(c->t);
-		/* A chunk whose sequel has nowhere to resume is no walk. */
-		if (bpf_map_update_elem(&resumes, &c->w->tgid, &next, BPF_ANY))
-			c->w->status = SYNTH_WALK_INVALID;
-	} else if (ra) {
-		bpf_map_delete_elem(&resumes, &c->w->tgid);
-	}
+	walk_note_resume(c, mm, ra, &next);
 report:
-	if (!c->b)
-		goto count;
-	m = batch_at(c->b);
-	m->header.type = SYNTH_RECORD_WALK;
-	m->header.misc = 0;
-	m->header.size = sizeof(*m) - sizeof(m->h);
-	m->pid = c->w->tgid;
-	m->tid = c->w->tid;
-	m->status = c->w->status;
-	m->pad = 0;
-	m->count = c->w->count;
-	m->map_count = c->w->map_count;
-	m->resume = c->w->resume;
-	batch_commit(c->ctx, c->seq, c->b, &m->h, c->w->now, sizeof(*m));
+	if (c->b)
+		walk_report(c);
 count:
 	if (c->w->status == SYNTH_WALK_INVALID)
 		__sync_fetch_and_add(&walks_invalid, 1);
@@ -530,7 +549,7 @@ static __always_inline void walk_task_records(struct walk *c, struct task_struct
 	struct synth_namespaces *ns;
 	struct synth_comm *cm;
 	struct synth_fork *f;
-	long n;
+	__u32 n;
 
 	f = batch_at(c->b);
 	fill_fork(f, task, &c->ns, c->w->tgid, c->w->tid);
@@ -541,20 +560,8 @@ static __always_inline void walk_task_records(struct walk *c, struct task_struct
 		batch_commit(c->ctx, c->seq, c->b, &ns->h, c->w->now, sizeof(*ns));
 	}
 	cm = batch_at(c->b);
-	__builtin_memset(cm->comm, 0, sizeof(cm->comm));
-	n = bpf_probe_read_kernel_str(cm->comm, sizeof(cm->comm), task->comm);
-	if (n <= 0)
-		n = 1;
-	n = (n + 7) & ~7;
-	if (n > SYNTH_COMM_LEN)
-		n = SYNTH_COMM_LEN;
-	cm->header.type = SYNTH_RECORD_COMM;
-	cm->header.misc = 0;
-	cm->header.size = sizeof(struct perf_event_header) + 8 + n;
-	cm->pid = c->w->tgid;
-	cm->tid = c->w->tid;
-	batch_commit(c->ctx, c->seq, c->b, &cm->h, c->w->now,
-		     sizeof(struct synth_hdr) + sizeof(struct perf_event_header) + 8 + n);
+	n = fill_comm(cm, task, c->w->tgid, c->w->tid);
+	batch_commit(c->ctx, c->seq, c->b, &cm->h, c->w->now, sizeof(struct synth_hdr) + n);
 }
 
 /* Sets up the walk state of task (t: the same, untrusted); false when
@@ -581,61 +588,6 @@ static __always_inline bool walk_init(struct walk *c, struct task_struct *task, 
 	w->resume = 0;
 	w->status = 0;
 	return true;
-}
-
-SEC("iter/task")
-int dump_tasks(struct bpf_iter__task *ctx)
-{
-	struct task_struct *task = ctx->task, *t;
-	struct walk c = { .ctx = ctx, .seq = ctx->meta->seq };
-	struct mm_struct *mm;
-
-	c.b = batch_get();
-	if (!c.b)
-		return 0;
-	if (!task) { /* the end of the iteration */
-		batch_flush(ctx, c.seq, c.b);
-		return 0;
-	}
-	/* The task's fields are read through an untrusted copy of it: at
-	 * each load of a pointer field of a trusted task, in each state it
-	 * checks the load in, the verifier looks for "task_struct__safe_*"
-	 * types by name in vmlinux BTF (btf_nested_type_is_trusted), a
-	 * linear search that was a quarter of this program's load time. */
-	t = bpf_rdonly_cast(task, bpf_core_type_id_kernel(struct task_struct));
-	if (!walk_init(&c, task, t))
-		return 0;
-	if (!resume_mode)
-		walk_task_records(&c, t);
-	mm = t->mm;
-	/* A kernel thread has an mm only inside kthread_use_mm(): another
-	 * process's, which get_task_mm() does not report for it either. */
-	if (mm && !(t->flags & PF_KTHREAD) && reports_vmas(t))
-		walk_process(&c, mm);
-	return 0;
-}
-
-/* The floor of the maple walk: walk and validate every process, emit
- * nothing. Counts the VMAs in walked. */
-SEC("iter/task")
-int walk_maple(struct bpf_iter__task *ctx)
-{
-	struct task_struct *task = ctx->task, *t;
-	struct walk c = { .ctx = ctx, .seq = ctx->meta->seq };
-	struct mm_struct *mm;
-
-	if (!task)
-		return 0;
-	t = bpf_rdonly_cast(task, bpf_core_type_id_kernel(struct task_struct)); /* as dump_tasks */
-	if (t->pid != t->tgid)
-		return 0;
-	mm = t->mm;
-	if (!mm || (t->flags & PF_KTHREAD) || !walk_init(&c, task, t))
-		return 0;
-	walk_process(&c, mm);
-	if (c.w->status == SYNTH_WALK_DONE)
-		__sync_fetch_and_add(&walked, c.w->count);
-	return 0;
 }
 
 #endif /* SYNTH_WALK_BPF_H */

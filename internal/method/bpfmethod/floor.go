@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/rlimit"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
@@ -18,15 +19,17 @@ import (
 // walk can cost. The maple walk's floor also validates every walk.
 const MethodFloor = "floor"
 
-// Floor is the floor of one walk (see MethodFloor).
+// Floor is the floor of one walk (see MethodFloor): bpf/floor.bpf.c,
+// an object apart from the one a dump loads.
 type Floor struct {
-	objs *objects
-	prog *ebpf.Program
+	coll   *ebpf.Collection
+	prog   *ebpf.Program
+	walked *ebpf.Variable
 }
 
-// NewFloor loads the floor of walk (assemble.WalkMaple or assemble.WalkIter; "" is
-// assemble.WalkMaple). Its Dump writes no records and reports the VMAs walked as
-// Mappings.
+// NewFloor loads the floor of walk (assemble.WalkMaple or
+// assemble.WalkIter; "" is assemble.WalkMaple). Its Dump writes no
+// records and reports the VMAs walked as Mappings.
 func NewFloor(walk string) (*Floor, error) {
 	if err := checkCaps(); err != nil {
 		return nil, err
@@ -34,20 +37,32 @@ func NewFloor(walk string) (*Floor, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	objs, err := loadObjects()
+	spec, err := synthbpf.LoadFloor()
 	if err != nil {
+		return nil, fmt.Errorf("read BPF object: %w", err)
+	}
+	if err := setKernelConstants(spec); err != nil {
 		return nil, err
 	}
-	name := synthbpf.SynthProgWalkMaple
+	name := synthbpf.FloorProgWalkMaple
 	if walk == assemble.WalkIter {
-		name = synthbpf.SynthProgWalkVma
+		name = synthbpf.FloorProgWalkVma
 	}
-	prog, err := objs.program(name)
+	spec.Programs = map[string]*ebpf.ProgramSpec{name: spec.Programs[name]}
+	kernel, err := btf.LoadKernelSpec()
 	if err != nil {
-		objs.Close()
-		return nil, err
+		return nil, fmt.Errorf("read the kernel's BTF: %w", err)
 	}
-	return &Floor{objs: objs, prog: prog}, nil
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
+		Programs: ebpf.ProgramOptions{KernelTypes: kernel},
+	})
+	if err != nil {
+		if isVerifierError(err) {
+			return nil, &ProgramError{Program: name, Err: err}
+		}
+		return nil, loadError("load BPF program "+name, err)
+	}
+	return &Floor{coll: coll, prog: coll.Programs[name], walked: coll.Variables[synthbpf.FloorVarWalked]}, nil
 }
 
 // Dump walks every process once.
@@ -55,7 +70,7 @@ func (f *Floor) Dump(ctx context.Context, _ func([]byte) error) (assemble.Stats,
 	st := assemble.Stats{Method: MethodFloor}
 	start := time.Now()
 	var before, after uint64
-	if err := f.objs.Walked.Get(&before); err != nil {
+	if err := f.walked.Get(&before); err != nil {
 		return st, err
 	}
 	prog := f.prog
@@ -64,7 +79,7 @@ func (f *Floor) Dump(ctx context.Context, _ func([]byte) error) (assemble.Stats,
 		return st, err
 	}
 	st.ProgramTime = progTime(prog) - ran
-	if err := f.objs.Walked.Get(&after); err != nil {
+	if err := f.walked.Get(&after); err != nil {
 		return st, err
 	}
 	st.Mappings = int(after - before)
@@ -73,4 +88,7 @@ func (f *Floor) Dump(ctx context.Context, _ func([]byte) error) (assemble.Stats,
 }
 
 // Close releases the programs.
-func (f *Floor) Close() error { return f.objs.Close() }
+func (f *Floor) Close() error {
+	f.coll.Close()
+	return nil
+}

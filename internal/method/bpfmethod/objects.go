@@ -98,7 +98,7 @@ func loadObjects() (*objects, error) {
 }
 
 // setKernelConstants sets the programs' constants that come from the
-// running kernel (bpf/synth.bpf.c): the page size, in which vm_pgoff
+// running kernel (bpf/record.bpf.h): the page size, in which vm_pgoff
 // counts (4K on x86-64; 4K, 16K or 64K on arm64), and whether the
 // kernel has x86-64's [vsyscall] page.
 func setKernelConstants(spec *ebpf.CollectionSpec) error {

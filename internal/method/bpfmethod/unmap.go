@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -75,16 +76,23 @@ var unmapHooks = []struct{ prog, event string }{
 
 // WatchUnmaps attaches the unmap programs: from then on the live records
 // include a RecordUnmap for each range a process unmaps with munmap(2)
-// or mremap(2), once a dump has run (the programs learn the reader's pid
-// namespace from it). It fails where the kernel has no syscall
-// tracepoints (CONFIG_FTRACE_SYSCALLS) or tracefs is not mounted; calling
-// it again does nothing.
+// or mremap(2), numbered in this process's pid namespace, which a
+// syscall program notes first. It fails where the kernel has no syscall
+// programs (5.14) or syscall tracepoints (CONFIG_FTRACE_SYSCALLS), or
+// tracefs cannot be mounted; calling it again does nothing.
 func (b *BPF) WatchUnmaps() error {
 	if len(b.unmapLinks) > 0 {
 		return nil
 	}
 	if err := mountTracefs(); err != nil {
 		return fmt.Errorf("watch unmaps: %w", err)
+	}
+	note, err := b.objs.program(synthbpf.SynthProgNoteReader)
+	if err == nil {
+		_, err = note.Run(&ebpf.RunOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("watch unmaps: note this process's pid namespace: %w", err)
 	}
 	var links []link.Link
 	for _, h := range unmapHooks {

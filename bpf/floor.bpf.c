@@ -1,0 +1,49 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The benchmark floor of each walk (synth bench's floor rows, synth dump
+ * --method floor): the walks of synth.bpf.c with nothing emitted, the
+ * least a dump with that walk can cost. An object of its own, so that
+ * the one a dump loads carries no benchmark program. The Go side is
+ * internal/method/bpfmethod's floor.go.
+ */
+#include "record.bpf.h"
+#include "walk.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Read by userspace: the VMAs walked. */
+__u64 walked;
+
+/* The floor of the task_vma iterator: counts the VMAs. */
+SEC("iter/task_vma")
+int walk_vma(struct bpf_iter__task_vma *ctx)
+{
+	if (ctx->vma)
+		__sync_fetch_and_add(&walked, 1);
+	return 0;
+}
+
+/* The floor of the maple walk: walk and validate every process, emit
+ * nothing. Counts the VMAs in walked. */
+SEC("iter/task")
+int walk_maple(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task, *t;
+	struct walk c = { .ctx = ctx, .seq = ctx->meta->seq };
+	struct mm_struct *mm;
+
+	if (!task)
+		return 0;
+	t = bpf_rdonly_cast(task, bpf_core_type_id_kernel(struct task_struct)); /* as dump_tasks */
+	if (t->pid != t->tgid)
+		return 0;
+	mm = t->mm;
+	if (!mm || (t->flags & PF_KTHREAD) || !walk_init(&c, task, t))
+		return 0;
+	walk_process(&c, mm);
+	if (c.w->status == SYNTH_WALK_DONE)
+		__sync_fetch_and_add(&walked, c.w->count);
+	return 0;
+}
