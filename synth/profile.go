@@ -43,9 +43,6 @@ type ProfileOptions struct {
 	// dump of the existing state has begun: a workload started then has
 	// all of its life recorded.
 	Started func()
-	// Done, when set, ends the profile when it is closed, as the end of
-	// ctx does.
-	Done <-chan struct{}
 }
 
 // ProfileStats describe a profile.
@@ -59,7 +56,7 @@ type ProfileStats struct {
 	SwitchStalls []time.Duration
 }
 
-// Profile samples the CPUs until ctx ends or opts.Done is closed, and
+// Profile samples the CPUs until ctx ends, and
 // writes perf.data to out: the mappings that existed when it started,
 // synthesized, then the live records and the samples, in time order.
 // It always closes off the file, even on error, so that what was written
@@ -167,15 +164,14 @@ func (sw *sampleSwitch) start() error {
 	return sw.s.StartSampling()
 }
 
-// endOn ends the profile when ctx ends or done is closed (nil: never),
+// endOn ends the profile when ctx ends,
 // from a goroutine that the returned function waits for.
-func (sw *sampleSwitch) endOn(ctx context.Context, done <-chan struct{}) (wait func()) {
+func (sw *sampleSwitch) endOn(ctx context.Context) (wait func()) {
 	finished, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ended)
 		select {
 		case <-ctx.Done():
-		case <-done:
 		case <-finished:
 			return
 		}

@@ -141,7 +141,7 @@ func (p *Profiler) RunSwitching(ctx context.Context, next Output, o SwitchOption
 		return ProfileStats{}, errors.New("switch output: not in pipe mode")
 	}
 	end := &sampleSwitch{s: s, onExec: p.opts.OnExec}
-	defer end.endOn(ctx, p.opts.Done)()
+	defer end.endOn(ctx)()
 	sw := startSwitcher(s, o)
 	defer sw.stop()
 	r := &profRun{p: p, ctx: ctx, next: next, wopts: wopts, end: end, sw: sw}

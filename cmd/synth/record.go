@@ -67,6 +67,19 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		return fail(stderr, err)
 	}
 	// Only now, with every check passed, is the output replaced.
+	if cmd != nil {
+		// The recording ends when the workload does.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-cmd.Exited():
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	st, err := runProfiler(ctx, p, r.out, stdout, stderr, r.switchOut, r.maxFiles, writeOptions(r.out))
 	code := exitOK
 	if cmd != nil {
@@ -144,7 +157,6 @@ func startWorkload(command []string, opts *synth.ProfileOptions, stderr io.Write
 	}
 	opts.Pids = []int{cmd.Process.Pid}
 	opts.OnExec = true
-	opts.Done = cmd.Exited()
 	opts.Started = func() {
 		if err := cmd.Go(); err != nil {
 			fmt.Fprintf(stderr, "synth: %v\n", err)
