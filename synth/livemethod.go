@@ -102,7 +102,7 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 func (m *liveMethod) Close() error { return m.s.Close() }
 
 // walk is the session's BPF method's walk, for Method.Walk.
-func (l *liveMethod) walk() (string, error) {
-	w, why := l.s.b.Walk()
+func (m *liveMethod) walk() (string, error) {
+	w, why := m.s.b.Walk()
 	return w, public(why)
 }

@@ -224,17 +224,32 @@ type Stats struct {
 
 // Step is a part of a dump, or of the loading before it, and its wall
 // time.
-type Step = struct {
+type Step struct {
 	Name string
 	Took time.Duration
 }
 
-// statsOf is st as the package's callers see it: the same fields, which
-// the conversion checks at compile time.
+// statsOf is st as the package's callers see it. TestStatsOf holds it to
+// every field.
 func statsOf(st assemble.Stats) Stats {
-	s := Stats(st)
-	if s.WalkFallback != nil {
-		s.WalkFallback = public(s.WalkFallback)
+	s := Stats{
+		Method: st.Method, Walk: st.Walk, WalkFallback: public(st.WalkFallback),
+		Processes: st.Processes, Threads: st.Threads, Mappings: st.Mappings, Kernel: st.Kernel,
+		BPFPrograms: st.BPFPrograms, Cgroups: st.Cgroups, Records: st.Records,
+		Lost: st.Lost, LiveLost: st.LiveLost, Stale: st.Stale, Duplicates: st.Duplicates,
+		Live: st.Live, Skipped: st.Skipped, Unreadable: st.Unreadable, LockedOut: st.LockedOut,
+		Reads: st.Reads, WalksInvalid: st.WalksInvalid, Resumed: st.Resumed,
+		Elapsed: st.Elapsed, ProgramTime: st.ProgramTime,
+		FileMappings: st.FileMappings, BuildIDMappings: st.BuildIDMappings,
+		FilesRead: st.FilesRead, FilesReadEarly: st.FilesReadEarly, BuildIDsRead: st.BuildIDsRead,
+		BuildIDTimeouts: st.BuildIDTimeouts, BuildIDsUncached: st.BuildIDsUncached, Cached: st.Cached,
+		Tables: st.Tables,
+	}
+	if st.Steps != nil {
+		s.Steps = make([]Step, len(st.Steps))
+		for i, step := range st.Steps {
+			s.Steps[i] = Step(step)
+		}
 	}
 	return s
 }

@@ -7,60 +7,24 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// Options configure a dump. The zero value dumps the executable mappings
-// of every process, and the kernel's maps, with rings of DefaultRingPages.
+// Options are synth.Options, field for field, where each field is
+// documented: synth converts its Options into these (assemble.Options(o)),
+// so that a field added to one and not the other does not compile.
 type Options struct {
-	// Pids restricts the dump to these processes; nil means all.
-	Pids []int
-	// Tids, if set, restricts the thread records (FORK, NAMESPACES,
-	// COMM) to these threads, as perf record -t synthesizes only its
-	// threads; Pids must hold their processes.
-	Tids []int
-	// Data includes non-executable mappings, as perf record -d does.
-	Data bool
-	// Namespaces adds a PERF_RECORD_NAMESPACES for every task, as perf
-	// record --namespaces does.
-	Namespaces bool
-	// Cgroups adds a PERF_RECORD_CGROUP for every cgroup of the cgroup2
-	// hierarchy, as perf record --all-cgroups does.
-	Cgroups bool
-	// NoKernel leaves out the kernel and module maps and the symbols of
-	// BPF programs.
-	NoKernel bool
-	// NoBPFEvent leaves out the PERF_RECORD_BPF_EVENT of each loaded BPF
-	// program (its KSYMBOL records stay), as perf record --no-bpf-event.
-	NoBPFEvent bool
-	// NoBuildID writes every MMAP2 record with maj/min/ino instead of
-	// the build ID of its file.
-	NoBuildID bool
-	// BuildIDTimeout bounds how long a dump waits for the build IDs of
-	// files new to the cache, read from the files in userspace; 0 means
-	// DefaultBuildIDTimeout. A file not read in time (its reads block)
-	// is identified by maj/min/ino, counted in Stats.BuildIDTimeouts,
-	// and tried again by the next dump.
+	Pids           []int
+	Tids           []int
+	Data           bool
+	Namespaces     bool
+	Cgroups        bool
+	NoKernel       bool
+	NoBPFEvent     bool
+	NoBuildID      bool
 	BuildIDTimeout time.Duration
-	// ProcMapTimeout bounds how long a dump waits for a process's mmap
-	// lock: in the kernel's task_vma iterator, and in the reads of
-	// /proc/PID/maps where the kernel takes the lock for them (6.1 does,
-	// 6.18 does not); 0 means DefaultProcMapTimeout. A process whose lock is held longer (a
-	// writer stuck while holding it) is left out and named in
-	// Stats.LockedOut, as perf record's --proc-map-timeout leaves the
-	// rest of a slow /proc/PID/maps out.
 	ProcMapTimeout time.Duration
-	// NoLive dumps with the BPF method without the live side-band: a
-	// mapping made while the dump runs may then be missed. Comparisons
-	// use it to measure what the side-band costs.
-	NoLive bool
-	// Walk is how the BPF method reads each process's VMAs: WalkAuto
-	// (the default, also for ""), WalkMaple or WalkIter.
-	Walk string
-	// RingPages is the data size of each per-CPU ring, in pages: a power
-	// of two, at least MinRingPages; 0 means DefaultRingPages.
-	RingPages int
-	// SampleType selects the sample_id_all trailer appended to every
-	// record; 0 means DefaultSampleType. It must match the attr the
-	// records are written under (see Attr).
-	SampleType uint64
+	NoLive         bool
+	Walk           string
+	RingPages      int
+	SampleType     uint64
 }
 
 // Walks: how the BPF method reads each process's VMAs.
@@ -179,93 +143,48 @@ func (o *Options) Attr() perfdata.Attr {
 	}
 }
 
-// Stats describe one dump.
+// Stats are synth.Stats, field for field, where each field is
+// documented; synth copies them (statsOf, which a test holds to every
+// field).
 type Stats struct {
-	Method string // "bpf", ...
-	// Walk is how the BPF method read the VMAs: WalkMaple or WalkIter.
-	Walk string
-	// WalkFallback says why Walk is WalkIter when WalkAuto was asked: a
-	// *ProgramError where the kernel refused the maple walk's program.
-	WalkFallback error
-	Processes    int // processes with at least one record
-	Threads      int // COMM records of tasks
-	Mappings     int // MMAP2 records of processes
-	Kernel       int // kernel and module map records, BPF symbols
-	// BPFPrograms are the loaded BPF programs whose symbols were written.
-	BPFPrograms int
-	Cgroups     int // CGROUP records (Options.Cgroups)
-	Records     int // every record handed to the caller
-	// Lost are synthesized records the programs could not write: the
-	// dump is incomplete. The pacing keeps it 0.
-	Lost uint64
-	// LiveLost are live records the kernel dropped while the dump ran
-	// (its side-band ring was full). They are in the stream as
-	// PERF_RECORD_LOST records, as perf writes them.
-	LiveLost uint64
-	Stale    int // records of another generation, dropped
-	// Duplicates are synthesized records dropped because the live
-	// stream reported the mapping first (sessions only).
-	Duplicates int
-	// Live are the live records written with the dump: what changed
-	// while it ran (the BPF method with its side-band).
-	Live    int
-	Skipped int // requested processes that were gone
-	// Unreadable are processes whose mappings the /proc methods were not
-	// allowed to read (another user's, without CAP_SYS_PTRACE): they
-	// are reported with their threads and without mappings.
-	Unreadable int
-	// LockedOut are processes left out because their mmap lock was not
-	// taken within Options.ProcMapTimeout: their threads are reported,
-	// their mappings are not.
-	LockedOut []int
-	Reads     int // paced reads of the iterators
-	// WalksInvalid are processes whose maple walk did not hold (the
-	// process changed while it was read): they were read again with
-	// the task_vma iterator.
-	WalksInvalid int
-	// Resumed are maple walks that went on in another chunk: a process
-	// with more records than one object may put into the rings.
-	Resumed int
-	Elapsed time.Duration // wall time of the dump
-	// Steps say where the time went: the loading (in the first dump
-	// after it only: the BPF method's object, the kernel's BTF, maps,
-	// each program), then the dump's own phases.
-	Steps []Step
-	// ProgramTime is how long the BPF method's programs ran in the
-	// kernel during the dump, as the kernel counts it while BPF
-	// statistics are on (sysctl kernel.bpf_stats_enabled=1, or
-	// ebpf.EnableStats); 0 when they are off. Elapsed minus it is what
-	// the rest (syscalls, userspace) cost.
-	ProgramTime time.Duration
-
-	FileMappings    int // MMAP2 records of file-backed mappings
-	BuildIDMappings int // of which carry a build ID
-	FilesRead       int // files new to the build-ID cache read in this dump
-	// FilesReadEarly are those of FilesRead whose read began while the
-	// walk ran, as soon as it noted the file (the BPF method).
-	FilesReadEarly int
-	BuildIDsRead   int // of which have a build ID
-	// BuildIDTimeouts are files whose build ID was not read within
-	// Options.BuildIDTimeout (reads that block: FUSE, network
-	// filesystems): their mappings are identified by maj/min/ino, and a
-	// later dump tries again.
-	BuildIDTimeouts int
-	// BuildIDsUncached are files read whose build ID the cache did not
-	// take: a miss, read again by a later dump.
+	Method           string
+	Walk             string
+	WalkFallback     error
+	Processes        int
+	Threads          int
+	Mappings         int
+	Kernel           int
+	BPFPrograms      int
+	Cgroups          int
+	Records          int
+	Lost             uint64
+	LiveLost         uint64
+	Stale            int
+	Duplicates       int
+	Live             int
+	Skipped          int
+	Unreadable       int
+	LockedOut        []int
+	Reads            int
+	WalksInvalid     int
+	Resumed          int
+	Elapsed          time.Duration
+	Steps            []Step
+	ProgramTime      time.Duration
+	FileMappings     int
+	BuildIDMappings  int
+	FilesRead        int
+	FilesReadEarly   int
+	BuildIDsRead     int
+	BuildIDTimeouts  int
 	BuildIDsUncached int
-	Cached           int // files in the build-ID cache with a build ID
-
-	// Tables are what perf.data's header keeps about the records
-	// emitted: build IDs (none with NoBuildID) and BPF programs.
-	Tables perfdata.Tables `json:"-"`
+	Cached           int
+	Tables           perfdata.Tables `json:"-"`
 }
 
-// Step is a part of a dump, or of the loading before it, and its wall
-// time.
-//
-// It is a type literal, as synth.Step is, so that synth.Stats and Stats
-// convert into each other.
-type Step = struct {
+// Step is synth.Step: a part of a dump, or of the loading before it,
+// and its wall time.
+type Step struct {
 	Name string
 	Took time.Duration
 }
