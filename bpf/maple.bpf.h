@@ -37,6 +37,22 @@
 #ifndef SYNTH_MAPLE_BPF_H
 #define SYNTH_MAPLE_BPF_H
 
+#include "record.bpf.h"
+
+/* kfuncs of 6.2 (bpf_rdonly_cast) and 6.7 (the open-coded task_vma
+ * iterator): weak, so that a kernel without them still loads the
+ * programs that do not reach them (walk_provable()). */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it,
+				 struct task_struct *task, __u64 addr) __ksym __weak;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __weak;
+
+/* libbpf 1.2's; Debian 12's libbpf-dev is 1.1. */
+#ifndef bpf_ksym_exists
+#define bpf_ksym_exists(sym) (!!(sym))
+#endif
+
 /* Levels the walk keeps. The height is set by the entries, not by the
  * address space: the leaves hold the VMAs and the gaps between them, at
  * most 2 * map_count + 1 entries, and lib/maple_tree.c rebalances a

@@ -30,20 +30,6 @@
 
 #include "record.bpf.h"
 
-/* kfuncs of 6.2 (bpf_rdonly_cast) and 6.7 (the open-coded task_vma
- * iterator): weak, so that a kernel without them still loads the
- * programs that do not reach them (walk_provable()). */
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
-extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it,
-				 struct task_struct *task, __u64 addr) __ksym __weak;
-extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;
-extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __weak;
-
-/* libbpf 1.2's; Debian 12's libbpf-dev is 1.1. */
-#ifndef bpf_ksym_exists
-#define bpf_ksym_exists(sym) (!!(sym))
-#endif
-
 #include "maple.bpf.h"
 
 struct batch {
