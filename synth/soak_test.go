@@ -280,18 +280,23 @@ func TestSoak(t *testing.T) {
 		// Between dumps, the live stream alone: no range the table holds
 		// is unmapped. (Names and protections may lag: the kernel reports
 		// neither a file's deletion nor exec taken away by mprotect.)
+		// A call the kernel did not let the programs see
+		// (UnmapsMissed) is the one excuse.
 		flushInto(t, s, tb, nil)
+		missed := s.Stats().UnmapsMissed
 		for _, p := range churners {
-			if stale := unmappedInTable(t, tb, p.Pid); stale != 0 {
+			if stale := unmappedInTable(t, tb, p.Pid); stale != 0 && missed == 0 {
 				t.Errorf("before the last dump, pid %d: %d mappings in the table where /proc has nothing", p.Pid, stale)
+			} else if stale != 0 {
+				t.Logf("before the last dump, pid %d: %d mappings in the table where /proc has nothing, with %d unmap calls missed", p.Pid, stale, missed)
 			}
 		}
 	}
 	agentDump(t, s, tb, turn)
 	last := measure(t, tb)
 	st := s.Stats()
-	t.Logf("end, after %d dumps in %v: %v; %d synthesized, %d live and %d unmap records applied, %d lost",
-		dumps+1, time.Since(start).Round(time.Second), last, st.Synthesized, st.Live, st.Unmaps, st.Lost+st.LiveLost)
+	t.Logf("end, after %d dumps in %v: %v; %d synthesized, %d live and %d unmap records applied, %d lost, %d unmap calls missed",
+		dumps+1, time.Since(start).Round(time.Second), last, st.Synthesized, st.Live, st.Unmaps, st.Lost+st.LiveLost, st.UnmapsMissed)
 	for _, pid := range []int{churners[0].Pid, churners[1].Pid, os.Getpid()} {
 		if extra, missing, ok := diffProc(t, tb, pid); !ok || extra != 0 || missing != 0 {
 			t.Errorf("pid %d: %d mappings in the table that /proc lacks, %d missing (read /proc: %v)", pid, extra, missing, ok)
