@@ -21,7 +21,7 @@ func TestOpenAndDrain(t *testing.T) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := synthbpf.LoadSynth()
+	spec, err := synthbpf.LoadFloor()
 	if err != nil {
 		t.Fatal(err)
 	}
