@@ -44,3 +44,24 @@ func TestContract(t *testing.T) {
 		}
 	}
 }
+
+// The object a dump loads carries no benchmark program and no global of
+// one: the floor is an object of its own (bpf/floor.bpf.c).
+func TestNoFloorInDumpObject(t *testing.T) {
+	spec, err := synthbpf.LoadSynth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor, err := synthbpf.LoadFloor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range floor.Programs {
+		if _, ok := spec.Programs[name]; ok {
+			t.Errorf("the dump's object has the floor's program %s", name)
+		}
+	}
+	if _, ok := spec.Variables[synthbpf.FloorVarWalked]; ok {
+		t.Errorf("the dump's object has the floor's counter %s", synthbpf.FloorVarWalked)
+	}
+}
