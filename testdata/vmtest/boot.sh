@@ -297,7 +297,26 @@ fi
 # Show CMD's output live, between the VMTEST_START and VMTEST_EXIT markers
 # of /init (the firmware's and kernel's chatter stays in the log); the
 # marker can end a last line that has no newline.
+#
+# A guest that has not reached /init's VMTEST_START within the boot
+# deadline (VMTEST_BOOT_DEADLINE seconds, default 600) is stopped: it
+# then dies before its tests, which run.sh boots again. Seen under TCG:
+# SeaBIOS's "Booting from ROM..." and nothing more for 18 minutes.
 set +e
+: >"$tmp/console"
+(
+	waited=0
+	until grep -q 'VMTEST_START$' "$tmp/console"; do
+		if [ "$waited" -ge "${VMTEST_BOOT_DEADLINE:-600}" ]; then
+			echo "$0: no VMTEST_START after ${waited}s: stopping the guest" >&2
+			pkill -f -- "^${qemu[0]} .*-initrd $tmp/initrd"
+			break
+		fi
+		sleep 2
+		waited=$((waited + 2))
+	done
+) &
+deadline=$!
 {
 	timeout --foreground -k 10 "$timeout" "${qemu[@]}" </dev/null
 	echo $? >"$tmp/qemu-rc"
@@ -307,6 +326,7 @@ set +e
 	s/VMTEST_EXIT=[0-9]*$//
 	p
 }'
+kill "$deadline" 2>/dev/null
 set -e
 [ -z "$log" ] || cp "$tmp/console" "$log"
 

@@ -159,9 +159,10 @@ for k in $kernels; do
 		[ -n "${VMTEST_ACCEL:-}" ] || VMTEST_ACCEL=tcg # another architecture's
 		export VMTEST_ACCEL
 		# Under TCG a guest now and then panics while it boots (seen on
-		# 6.12 and 7.3: an oops in sched_clock_cpu before init): one that
-		# dies before the tests began is booted again, up to
-		# $VMTEST_BOOTS times in all.
+		# 6.12 and 7.3: an oops in sched_clock_cpu before init), or
+		# hangs (boot.sh stops one that has not started its tests within
+		# VMTEST_BOOT_DEADLINE): one that dies before the tests began is
+		# booted again, up to $VMTEST_BOOTS times in all.
 		boots=${VMTEST_BOOTS:-3}
 		for try in $(seq "$boots"); do
 			echo "vmtest: booting $pkg ($VMTEST_ACCEL)"
