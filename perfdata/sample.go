@@ -443,19 +443,6 @@ func (rec SampleView) TID(st uint64) (pid, tid uint32, ok bool) {
 	return le.Uint32(rec[off:]), le.Uint32(rec[off+4:]), true
 }
 
-// TrailerIdentifier is the IDENTIFIER of a record's sample_id_all
-// trailer, its last 8 bytes, where the attr's sample_type has
-// SampleIdentifier (the trailer's last field); false for a record too
-// short to have one. Unlike RecordView's other methods it checks the
-// length.
-func (r RecordView) TrailerIdentifier() (uint64, bool) {
-	rec := r
-	if len(rec) < headerSize+8 {
-		return 0, false
-	}
-	return le.Uint64(rec[len(rec)-8:]), true
-}
-
 // Identifier is the sample's IDENTIFIER, its first field where
 // sample_type has SampleIdentifier.
 func (rec SampleView) Identifier() (uint64, bool) {

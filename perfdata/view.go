@@ -66,6 +66,18 @@ const (
 // Ppid is the parent process of a FORK or EXIT record.
 func (r RecordView) Ppid() uint32 { return le.Uint32(r[forkPpid:]) }
 
+// TrailerIdentifier is the IDENTIFIER of a record's sample_id_all
+// trailer, its last 8 bytes, where the attr's sample_type has
+// SampleIdentifier (the trailer's last field); false for a record too
+// short to have one. Unlike RecordView's other methods it checks the
+// length.
+func (r RecordView) TrailerIdentifier() (uint64, bool) {
+	if len(r) < headerSize+8 {
+		return 0, false
+	}
+	return le.Uint64(r[len(r)-8:]), true
+}
+
 // Offsets of PERF_RECORD_MMAP: pid, tid, addr, len, pgoff, filename.
 const mmapFilename = 40
 
