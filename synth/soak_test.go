@@ -316,9 +316,11 @@ func TestSoak(t *testing.T) {
 	t.Logf("the whole host: the table has %d processes, /proc %d; of their executable mappings, %d in the table that /proc lacks, %d missing "+
 		"(%d without maps: kernel threads, or gone since)", len(tb.Processes()), len(pids), hostExtra, hostMissing, noMaps)
 
-	// Flat: the same descriptors and goroutines as after the first
-	// dump, memory within what a GC cycle holds.
-	if last.fds != first.fds || last.progs > first.progs+1 || last.goroutines > first.goroutines+2 {
+	// Flat: no more descriptors or goroutines than after the first
+	// dump, memory within what a GC cycle holds. Fewer descriptors is
+	// no leak: run after other tests, the process may close what their
+	// garbage held (cilium/ebpf closes an unreferenced fd in a cleanup).
+	if last.fds > first.fds || last.progs > first.progs+1 || last.goroutines > first.goroutines+2 {
 		t.Errorf("start: %v\nend: %v", first, last)
 	}
 	if last.rss > 2*first.rss+32<<20 {
