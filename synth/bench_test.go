@@ -160,7 +160,7 @@ func BenchmarkUnmapHook(b *testing.B) {
 	var bare, hooked time.Duration
 	for b.Loop() {
 		bare += pairs(batch)
-		s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{os.Getpid()}}, Unmaps: true})
+		s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}}, Unmaps: true})
 		if err != nil {
 			b.Fatal(err)
 		}

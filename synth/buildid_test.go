@@ -233,7 +233,7 @@ func otherBuildIDFiles(t *testing.T, pid int, dir string) map[string]bool {
 }
 
 func checkCrafted(t *testing.T, p *testproc.Proc, dir, walk string, withID int) {
-	b, err := synth.NewBPF(synth.Options{Pids: []int{p.Pid}, Walk: walk})
+	b, err := synth.NewBPF(synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Walk: walk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestBuildIDHiddenFiles(t *testing.T) {
 	if err := os.Remove(del); err != nil {
 		t.Fatal(err)
 	}
-	b, err := synth.NewBPF(synth.Options{Pids: []int{nsPid, delPid}})
+	b, err := synth.NewBPF(synth.Options{Target: synth.Target{Pids: []int{nsPid, delPid}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func TestBuildIDForgery(t *testing.T) {
 	if !bytes.Contains(procMem(t, forger.Pid, lib), forgedID) {
 		t.Fatal("the forged note is not in the forger's memory")
 	}
-	opts := synth.Options{Pids: []int{forger.Pid, other.Pid}}
+	opts := synth.Options{Target: synth.Target{Pids: []int{forger.Pid, other.Pid}}}
 	s := openSession(t, synth.SessionOptions{Options: opts})
 	for dump := 1; dump <= 2; dump++ {
 		if err := s.Dump(context.Background()); err != nil {
@@ -157,7 +157,7 @@ func TestBuildIDTmpfsRewrite(t *testing.T) {
 	if err := p.Poke(0, goodIDOff, elftest.GoodID, false); err != nil {
 		t.Fatal(err)
 	}
-	s := openSession(t, synth.SessionOptions{Options: synth.Options{Pids: []int{p.Pid}}})
+	s := openSession(t, synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{p.Pid}}}})
 	dump := func() [][]byte {
 		t.Helper()
 		if err := s.Dump(context.Background()); err != nil {

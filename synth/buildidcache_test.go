@@ -24,7 +24,7 @@ func TestBuildIDCacheTurnsOver(t *testing.T) {
 	testenv.Root(t)
 	const rounds, perRound = 13, 16000
 	pid := os.Getpid()
-	b, err := synth.NewBPF(synth.Options{Pids: []int{pid}, NoKernel: true})
+	b, err := synth.NewBPF(synth.Options{Target: synth.Target{Pids: []int{pid}}, NoKernel: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestBuildIDsReadDuringWalk(t *testing.T) {
 			if walk == synth.WalkMaple {
 				needMaple(t)
 			}
-			b, err := synth.NewBPF(synth.Options{Pids: []int{pid}, NoKernel: true, Walk: walk})
+			b, err := synth.NewBPF(synth.Options{Target: synth.Target{Pids: []int{pid}}, NoKernel: true, Walk: walk})
 			if err != nil {
 				t.Fatal(err)
 			}

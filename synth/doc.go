@@ -26,6 +26,11 @@
 // minimal perf record built on it; synth dump writes one generation of a
 // Session.
 //
+// Options.Target names what a dump, a Session and a Profile cover, once,
+// as perf record's -p, -t, -u and -G do: the dump, the live stream and
+// the sampling event all follow it. It is resolved to processes when the
+// method or the session opens.
+//
 // Snapshot and Table give a profiler what it keeps: every process with
 // its mappings as typed values, build IDs included, kept current by
 // applying a Session's records. Inject adds one dump's state to the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -80,10 +81,17 @@ func runDump(t *testing.T, opts synth.Options) *dumped {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	return dumpWith(t, b, opts)
+}
+
+// dumpWith runs one dump of b, opened with opts.
+func dumpWith(t *testing.T, b *synth.BPF, opts synth.Options) *dumped {
+	t.Helper()
 	st := opts.SampleType
 	if st == 0 {
 		st = synth.DefaultSampleType
 	}
+	var err error
 	d := &dumped{comms: map[uint32]string{}, forks: map[uint32]uint32{}}
 	d.stats, err = b.Dump(context.Background(), func(rec []byte) error {
 		return d.add(rec, st)
@@ -245,7 +253,7 @@ func TestDumpMatchesProc(t *testing.T) {
 	p := testproc.StartT(t, everything)
 	for _, data := range []bool{false, true} {
 		t.Run(fmt.Sprintf("data=%v", data), func(t *testing.T) {
-			d := runDump(t, synth.Options{Pids: []int{p.Pid}, Data: data})
+			d := runDump(t, synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: data})
 			checkProc(t, p, d, data)
 			if n := len(d.of(p.Pid)); data && n < 5000 {
 				t.Errorf("only %d mappings with --data, want >= 5000", n)
@@ -264,7 +272,7 @@ func TestAutoMatchesProc(t *testing.T) {
 	for _, data := range []bool{false, true} {
 		t.Run(fmt.Sprintf("data=%v", data), func(t *testing.T) {
 			m, err := synth.OpenMethod(synth.MethodAuto, synth.MethodOptions{
-				Options: synth.Options{Pids: []int{p.Pid}, Data: data}, Threads: 2,
+				Options: synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: data}, Threads: 2,
 				Fallback: func(method string, err error) { t.Logf("auto: not %s: %v", method, err) }})
 			if err != nil {
 				t.Fatal(err)
@@ -314,7 +322,7 @@ func TestPageOffsets(t *testing.T) {
 	}
 	for _, walk := range []string{synth.WalkAuto, synth.WalkIter} {
 		t.Run("bpf-"+walk, func(t *testing.T) {
-			check(t, runDump(t, synth.Options{Pids: []int{p.Pid}, Walk: walk, NoKernel: true}))
+			check(t, runDump(t, synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Walk: walk, NoKernel: true}))
 		})
 	}
 	for _, method := range []string{synth.MethodProcmaps, synth.MethodProcquery} {
@@ -322,7 +330,7 @@ func TestPageOffsets(t *testing.T) {
 			if method == synth.MethodProcquery {
 				needProcquery(t)
 			}
-			m, err := synth.OpenMethod(method, synth.MethodOptions{Options: synth.Options{Pids: []int{p.Pid}, NoKernel: true}, Threads: 1})
+			m, err := synth.OpenMethod(method, synth.MethodOptions{Options: synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, NoKernel: true}, Threads: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -415,16 +423,24 @@ func checkOrder(t *testing.T, d *dumped) {
 	}
 }
 
-// Dumping a process that is gone skips it; the others are dumped.
+// A process of the target that exits before a dump is skipped; the
+// others are dumped. A target that names a process already gone is
+// refused, naming it.
 func TestDumpGoneProcess(t *testing.T) {
 	testenv.Root(t)
 	p := testproc.StartT(t, testproc.Spec{})
 	gone := testproc.StartT(t, testproc.Spec{})
 	gonePid := gone.Pid
+	opts := synth.Options{Target: synth.Target{Pids: []int{gonePid, p.Pid}}}
+	b, err := synth.NewBPF(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
 	if err := gone.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	d := runDump(t, synth.Options{Pids: []int{gonePid, p.Pid}})
+	d := dumpWith(t, b, opts)
 	if d.stats.Skipped != 1 {
 		t.Errorf("skipped %d processes, want 1", d.stats.Skipped)
 	}
@@ -432,6 +448,11 @@ func TestDumpGoneProcess(t *testing.T) {
 		t.Errorf("records of exited process %d", gonePid)
 	}
 	checkProc(t, p, d, false)
+
+	_, err = synth.OpenMethod(synth.MethodProcmaps, synth.MethodOptions{Options: opts})
+	if !errors.Is(err, synth.ErrNoProcess) || !strings.Contains(err.Error(), strconv.Itoa(gonePid)) {
+		t.Errorf("OpenMethod of a target naming exited process %d: %v; want ErrNoProcess naming it", gonePid, err)
+	}
 }
 
 // Every process of the host whose maps can be read and do not change

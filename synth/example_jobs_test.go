@@ -27,7 +27,7 @@ func ExampleProfile() {
 		for ctx.Err() == nil {
 		}
 	}()
-	st, err := synth.Profile(ctx, synth.ProfileOptions{Options: synth.Options{Pids: []int{os.Getpid()}}, Freq: 999},
+	st, err := synth.Profile(ctx, synth.ProfileOptions{Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}}, Freq: 999},
 		f, synth.WriteOptions{})
 	if err != nil && ctx.Err() == nil {
 		fmt.Println(err)

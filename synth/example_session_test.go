@@ -18,7 +18,7 @@ import (
 // CAP_PERFMON (the tests run as root).
 func ExampleSession() {
 	s, err := synth.NewSession(synth.SessionOptions{
-		Options: synth.Options{Pids: []int{os.Getpid()}, Data: true, NoKernel: true},
+		Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}, Data: true, NoKernel: true},
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -74,8 +74,8 @@ func ExampleSession() {
 // then the live records of the next second. ReadContext ends the loop.
 func ExampleSession_ReadContext() {
 	s, err := synth.NewSession(synth.SessionOptions{
-		Options: synth.Options{Pids: []int{os.Getpid()}}, // nil: the whole host
-		Sample:  &synth.SampleOptions{Freq: 999},         // optional cpu-clock samples
+		Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}}, // nil: the whole host
+		Sample:  &synth.SampleOptions{Freq: 999},                               // optional cpu-clock samples
 	})
 	if err != nil {
 		fmt.Println(err)

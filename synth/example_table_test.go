@@ -17,7 +17,7 @@ import (
 // Take a snapshot of this process and print the build IDs of its files,
 // as a profiler's symbolizer would look them up.
 func ExampleSnapshot() {
-	m, err := synth.OpenMethod(synth.MethodBPF, synth.MethodOptions{Options: synth.Options{Pids: []int{os.Getpid()}}})
+	m, err := synth.OpenMethod(synth.MethodBPF, synth.MethodOptions{Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -44,7 +44,7 @@ func ExampleSnapshot() {
 // a Table, and its live stream keeps it current. Reading gives up after
 // five seconds.
 func ExampleTable_Apply() {
-	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{os.Getpid()}}, Unmaps: true})
+	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}}, Unmaps: true})
 	if err != nil {
 		fmt.Println(err)
 		return

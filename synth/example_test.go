@@ -12,7 +12,7 @@ import (
 // `perf script --show-mmap-events` reads. The BPF method needs CAP_BPF
 // and CAP_PERFMON; MethodAuto falls back to reading /proc without them.
 func Example() {
-	opts := synth.MethodOptions{Options: synth.Options{Pids: []int{os.Getpid()}}}
+	opts := synth.MethodOptions{Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}}}
 	m, err := synth.OpenMethod(synth.MethodAuto, opts)
 	if err != nil {
 		fmt.Println(err)

@@ -16,14 +16,16 @@ type BPF struct {
 // NewBPF opens the BPF method without the live side-band, for tests of
 // its hooks.
 func NewBPF(opts Options) (*BPF, error) {
-	if err := opts.Check(); err != nil {
+	d, err := opts.open()
+	if err != nil {
 		return nil, err
 	}
-	b, err := bpfmethod.New(opts.internal())
+	b, err := bpfmethod.New(d)
 	if err != nil {
 		return nil, public(err)
 	}
-	return &BPF{BPF: b, m: &Method{name: MethodBPF, opts: opts, d: converted{m: b, attrs: optionAttrs(opts)}}}, nil
+	m := &Method{name: MethodBPF, partial: len(d.Pids) > 0, d: converted{m: b, attrs: optionAttrs(d)}}
+	return &BPF{BPF: b, m: m}, nil
 }
 
 // Method is b as a Method, for WritePerfData and Snapshot.

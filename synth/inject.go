@@ -86,7 +86,7 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	defer perf.stop()
 
 	// A dump that fails still leaves perf's recording to write out.
-	synth, end, dumpErr := injectDump(ctx, o, opts, &st)
+	synth, end, dumpErr := injectDump(ctx, o, init.pids, opts, &st)
 	if dumpErr != nil {
 		synth, end = &recordBuf{}, 0
 	}
@@ -126,14 +126,22 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	return st, err
 }
 
-// injectDump dumps the host with the options perf's stream asked for
-// and returns the records, and the CLOCK_MONOTONIC time the dump ended.
-func injectDump(ctx context.Context, o Options, opts InjectOptions, st *InjectStats) (*recordBuf, uint64, error) {
+// injectDump dumps the processes pids (nil: the host) with the options
+// perf's stream asked for, and returns the records, and the
+// CLOCK_MONOTONIC time the dump ended. pids are perf's, not a Target: a
+// process perf recorded that has exited is not an error, it has no
+// mappings.
+func injectDump(ctx context.Context, o Options, pids []int, opts InjectOptions, st *InjectStats) (*recordBuf, uint64, error) {
 	name := opts.Method
 	if name == "" {
 		name = MethodAuto
 	}
-	m, err := OpenMethod(name, MethodOptions{Options: o, Threads: opts.Threads, Fallback: opts.Fallback})
+	d, err := o.open()
+	if err != nil {
+		return nil, 0, err
+	}
+	d.Pids = pids
+	m, err := openResolved(name, MethodOptions{Options: o, Threads: opts.Threads, Fallback: opts.Fallback}, d)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -168,11 +176,11 @@ func checkAttrs(attrs []perfdata.EventAttr) (uint64, error) {
 	return a.SampleType, nil
 }
 
-// injectDumpOptions derives the dump from perf's stream: the processes of
-// its thread map (all for -a), and data mappings, namespaces, cgroups
-// and BPF events as its attrs ask for them.
+// injectDumpOptions derives the dump from perf's stream: data mappings,
+// namespaces, cgroups and BPF events as its attrs ask for them. Its
+// processes are those of perf's thread map (see injectDump).
 func injectDumpOptions(attrs []perfdata.EventAttr, init *initRecords, opts InjectOptions) Options {
-	o := Options{NoBuildID: opts.NoBuildID, BuildIDTimeout: opts.BuildIDTimeout, NoLive: true, Pids: init.pids}
+	o := Options{NoBuildID: opts.NoBuildID, BuildIDTimeout: opts.BuildIDTimeout, NoLive: true}
 	any := func(flag uint64) bool {
 		return slices.ContainsFunc(attrs, func(a perfdata.EventAttr) bool { return a.Attr.Flags&flag != 0 })
 	}

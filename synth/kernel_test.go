@@ -73,7 +73,7 @@ func needProcquery(t *testing.T) {
 func TestKernelFallbacks(t *testing.T) {
 	testenv.Root(t)
 	p := testproc.StartT(t, everything)
-	opts := synth.Options{Pids: []int{p.Pid}, Data: true, NoKernel: true}
+	opts := synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: true, NoKernel: true}
 	t.Run("dump_tasks", func(t *testing.T) {
 		walk, _ := autoWalk(t)
 		defer synth.RefuseProgram("dump_tasks")()
@@ -141,7 +141,7 @@ func TestKernelFallbacks(t *testing.T) {
 func TestKernelFallbackLoadsLate(t *testing.T) {
 	needMaple(t)
 	p := testproc.StartT(t, everything)
-	opts := synth.Options{Pids: []int{p.Pid}, Data: true, NoKernel: true, NoBuildID: true}
+	opts := synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: true, NoKernel: true, NoBuildID: true}
 	t.Run("held", func(t *testing.T) {
 		defer synth.RefuseProgram("dump_vma")()
 		d := runDump(t, opts)

@@ -146,7 +146,7 @@ func (s *Session) superseded(rec *Record) bool {
 }
 
 // partial reports whether the session's dumps read only some processes
-// (Options.Pids or Tids).
+// (Options.Target).
 func (s *Session) partial() bool { return s.tracked != nil || s.tids != nil }
 
 // readDump fills recs with the next synthesized records of the running
@@ -294,7 +294,7 @@ func (s *Session) takeLive() {
 	}
 }
 
-// sampleOfTids reports whether a sample is of a thread of Options.Tids.
+// sampleOfTids reports whether a sample is of a thread of the target (Target.Tids).
 func (s *Session) sampleOfTids(tid uint32) bool {
 	_, ok := s.tids[tid]
 	return ok

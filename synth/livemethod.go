@@ -21,8 +21,8 @@ type liveMethod struct {
 const readBatch = 256
 
 // newLive opens a Session for opts, as the BPF method.
-func newLive(opts Options) (dumper, error) {
-	s, err := NewSession(SessionOptions{Options: opts})
+func newLive(opts SessionOptions, d assemble.Options) (dumper, error) {
+	s, err := newSession(opts, d)
 	if err != nil {
 		return nil, err
 	}

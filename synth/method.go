@@ -8,7 +8,7 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -17,9 +17,9 @@ import (
 // processes. OpenMethod opens one; it can run any number of dumps, one
 // at a time.
 type Method struct {
-	name string
-	opts Options
-	d    dumper
+	name    string
+	partial bool // its target is not the whole host
+	d       dumper
 }
 
 // dumper is what a method does: the BPF method on a Session
@@ -66,20 +66,21 @@ type MethodOptions struct {
 // switches them), then the other; the error of the last says why none
 // opened.
 func OpenMethod(name string, opts MethodOptions) (*Method, error) {
-	if err := opts.Check(); err != nil {
+	d, err := opts.open()
+	if err != nil {
 		return nil, err
 	}
-	// Every method reads /proc (BPF for build IDs and targets): it
-	// must number processes as this process's pid namespace does.
-	if err := procfs.CheckPidNS(); err != nil {
-		return nil, err
-	}
+	return openResolved(name, opts, d)
+}
+
+// openResolved is OpenMethod with the options resolved: d.
+func openResolved(name string, opts MethodOptions, d assemble.Options) (*Method, error) {
 	if name != MethodAuto && name != "" {
-		return openMethod(name, opts)
+		return openMethod(name, opts, d)
 	}
 	var why []error
 	for _, try := range append([]string{MethodBPF}, procOrder(meltdownPath)...) {
-		m, err := openMethod(try, opts)
+		m, err := openMethod(try, opts, d)
 		if err == nil {
 			return m, nil
 		}
@@ -91,32 +92,32 @@ func OpenMethod(name string, opts MethodOptions) (*Method, error) {
 	return nil, errors.Join(why...)
 }
 
-// openMethod opens one method by name.
-func openMethod(name string, opts MethodOptions) (*Method, error) {
+// openMethod opens one method by name, to dump what d says.
+func openMethod(name string, opts MethodOptions, d assemble.Options) (*Method, error) {
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	var d dumper
+	var m dumper
 	var err error
 	switch name {
 	case MethodBPF:
 		if opts.NoLive {
-			d, err = newBPF(opts.Options)
+			m, err = newBPF(d)
 		} else {
-			d, err = newLive(opts.Options)
+			m, err = newLive(SessionOptions{Options: opts.Options}, d)
 		}
 	case MethodProcmaps:
-		d, err = newProcmaps(opts.Options, threads)
+		m, err = newProcmaps(d, threads)
 	case MethodProcquery:
-		d, err = newProcquery(opts.Options, threads)
+		m, err = newProcquery(d, threads)
 	default:
 		return nil, fmt.Errorf("unknown method %q (want auto, bpf, procmaps or procquery)", name)
 	}
 	if err != nil {
 		return nil, public(err)
 	}
-	return &Method{name: name, opts: opts.Options, d: d}, nil
+	return &Method{name: name, partial: len(d.Pids) > 0 || len(d.Tids) > 0, d: m}, nil
 }
 
 // Name is the method opened: MethodBPF, MethodProcmaps or

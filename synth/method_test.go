@@ -87,7 +87,7 @@ func TestMethodsAgree(t *testing.T) {
 		methods = append(methods, method{synth.MethodProcquery, 2})
 	}
 	for _, data := range []bool{false, true} {
-		opts := synth.Options{Pids: []int{p.Pid, q.Pid}, Data: data, NoKernel: true, NoBuildID: true}
+		opts := synth.Options{Target: synth.Target{Pids: []int{p.Pid, q.Pid}}, Data: data, NoKernel: true, NoBuildID: true}
 		want := recordsOf(t, synth.MethodBPF, opts, 0)
 		for _, m := range methods {
 			got := recordsOf(t, m.name, opts, m.threads)
@@ -97,7 +97,7 @@ func TestMethodsAgree(t *testing.T) {
 		}
 	}
 	// With build IDs, every method gives the same records too.
-	opts := synth.Options{Pids: []int{p.Pid, q.Pid}, Data: true, NoKernel: true}
+	opts := synth.Options{Target: synth.Target{Pids: []int{p.Pid, q.Pid}}, Data: true, NoKernel: true}
 	bpf := recordsOf(t, synth.MethodBPF, opts, 0)
 	for _, m := range methods {
 		got := recordsOf(t, m.name, opts, m.threads)
@@ -164,7 +164,7 @@ func TestProcqueryNamesPerMountNS(t *testing.T) {
 			`mount --bind "$1" "$2" && exec "$2/sleep" 600`, "sh", a, b)): filepath.Join(b, "sleep"),
 	}
 	pids := slices.Collect(maps.Keys(want))
-	opts := synth.Options{Pids: pids, NoKernel: true, NoBuildID: true}
+	opts := synth.Options{Target: synth.Target{Pids: pids}, NoKernel: true, NoBuildID: true}
 	oracle := recordsOf(t, synth.MethodProcmaps, opts, 1)
 	for pid, exe := range want {
 		if !slices.ContainsFunc(oracle, func(l string) bool {
@@ -202,7 +202,7 @@ func TestMethodTables(t *testing.T) {
 	for _, name := range methods {
 		for _, noBuildID := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/nobuildid=%v", name, noBuildID), func(t *testing.T) {
-				m, err := synth.OpenMethod(name, synth.MethodOptions{Options: synth.Options{Pids: []int{p.Pid}, NoBuildID: noBuildID}})
+				m, err := synth.OpenMethod(name, synth.MethodOptions{Options: synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, NoBuildID: noBuildID}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -288,7 +288,7 @@ func goodName(files map[string][]byte) string {
 func TestMethodWalk(t *testing.T) {
 	testenv.Root(t)
 	for _, walk := range []string{synth.WalkAuto, synth.WalkIter} {
-		opts := synth.MethodOptions{Options: synth.Options{Pids: []int{os.Getpid()}, NoKernel: true, Walk: walk}}
+		opts := synth.MethodOptions{Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}, NoKernel: true, Walk: walk}}
 		m, err := synth.OpenMethod(synth.MethodBPF, opts)
 		if err != nil {
 			t.Fatal(err)

@@ -32,41 +32,42 @@ func (c converted) Dump(ctx context.Context, emit func(rec []byte) error) (Stats
 func (c converted) Attrs() []perfdata.EventAttr { return c.attrs }
 func (c converted) Close() error                { return c.m.Close() }
 
-// optionAttrs are the attrs of a method that writes under opts' attr.
-func optionAttrs(opts Options) []perfdata.EventAttr {
-	return []perfdata.EventAttr{{Attr: opts.Attr(), Name: attrName}}
+// optionAttrs are the attrs of a method that writes under d's attr
+// (Options.Attr).
+func optionAttrs(d assemble.Options) []perfdata.EventAttr {
+	return []perfdata.EventAttr{{Attr: d.Attr(), Name: attrName}}
 }
 
 // newBPF is the BPF method without the live side-band.
-func newBPF(opts Options) (dumper, error) {
-	b, err := bpfmethod.New(opts.internal())
+func newBPF(d assemble.Options) (dumper, error) {
+	b, err := bpfmethod.New(d)
 	if err != nil {
 		return nil, err
 	}
-	return converted{m: b, attrs: optionAttrs(opts)}, nil
+	return converted{m: b, attrs: optionAttrs(d)}, nil
 }
 
 // newProcmaps is the method that parses /proc/PID/maps, with threads
 // workers.
-func newProcmaps(opts Options, threads int) (dumper, error) {
-	m, err := procmethod.NewProcmaps(opts.internal(), threads)
+func newProcmaps(d assemble.Options, threads int) (dumper, error) {
+	m, err := procmethod.NewProcmaps(d, threads)
 	if err != nil {
 		return nil, err
 	}
-	return converted{m: m, attrs: optionAttrs(opts)}, nil
+	return converted{m: m, attrs: optionAttrs(d)}, nil
 }
 
 // newProcquery is the method that asks the kernel for each process's
 // mappings with the PROCMAP_QUERY ioctl, with threads workers.
-func newProcquery(opts Options, threads int) (dumper, error) {
-	m, err := procmethod.NewProcquery(opts.internal(), threads)
+func newProcquery(d assemble.Options, threads int) (dumper, error) {
+	m, err := procmethod.NewProcquery(d, threads)
 	if errors.Is(err, procmethod.ErrNoProcquery) {
 		return nil, ErrNoProcquery
 	}
 	if err != nil {
 		return nil, err
 	}
-	return converted{m: m, attrs: optionAttrs(opts)}, nil
+	return converted{m: m, attrs: optionAttrs(d)}, nil
 }
 
 // walk is the BPF method's walk, for Method.Walk.

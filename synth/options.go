@@ -9,18 +9,17 @@ import (
 
 	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
+	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
 
 // Options configure a dump. The zero value dumps the executable mappings
 // of every process, and the kernel's maps, with rings of DefaultRingPages.
 type Options struct {
-	// Pids restricts the dump to these processes; nil means all.
-	Pids []int
-	// Tids, if set, restricts the thread records (FORK, NAMESPACES,
-	// COMM) to these threads, as perf record -t synthesizes only its
-	// threads; Pids must hold their processes.
-	Tids []int
+	// Target is what the dumps cover, and a Session streams and samples:
+	// the zero Target is the whole host. It is resolved to processes
+	// once, when the method or the session opens (see Target.Processes).
+	Target Target
 	// Data includes non-executable mappings, as perf record -d does.
 	Data bool
 	// Namespaces adds a PERF_RECORD_NAMESPACES for every task, as perf
@@ -68,13 +67,54 @@ type Options struct {
 	SampleType uint64
 }
 
-// internal is o as the methods take it: the same fields, which the
-// conversion checks at compile time.
-func (o *Options) internal() assemble.Options { return assemble.Options(*o) }
+// internal is o as the methods take it, for the whole host: every field
+// but the target, which resolve adds (TestOptionsInternal checks that
+// none is left out).
+func (o *Options) internal() assemble.Options {
+	return assemble.Options{
+		Data:           o.Data,
+		Namespaces:     o.Namespaces,
+		Cgroups:        o.Cgroups,
+		NoKernel:       o.NoKernel,
+		NoBPFEvent:     o.NoBPFEvent,
+		NoBuildID:      o.NoBuildID,
+		BuildIDTimeout: o.BuildIDTimeout,
+		ProcMapTimeout: o.ProcMapTimeout,
+		NoLive:         o.NoLive,
+		Walk:           o.Walk,
+		RingPages:      o.RingPages,
+		SampleType:     o.SampleType,
+	}
+}
 
-// Check rejects options no method can honour: an unknown walk, a ring size
-// that is not a power of two of at least MinRingPages.
+// open checks o and resolves its target, for a method or a session about
+// to open: the processes of the target, and its threads.
+func (o *Options) open() (assemble.Options, error) {
+	if err := o.Check(); err != nil {
+		return assemble.Options{}, err
+	}
+	// Every method reads /proc (BPF for build IDs and targets), and so
+	// does the target: it must number processes as this process's pid
+	// namespace does.
+	if err := procfs.CheckPidNS(); err != nil {
+		return assemble.Options{}, err
+	}
+	d := o.internal()
+	var err error
+	if d.Pids, err = o.Target.Processes(); err != nil {
+		return assemble.Options{}, err
+	}
+	d.Tids = o.Target.Tids
+	return d, nil
+}
+
+// Check rejects options no method can honour: a target that sets more
+// than one selector, an unknown walk, a ring size that is not a power of
+// two of at least MinRingPages.
 func (o *Options) Check() error {
+	if err := o.Target.Check(); err != nil {
+		return err
+	}
 	d := o.internal()
 	return d.Check()
 }

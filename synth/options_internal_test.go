@@ -97,3 +97,55 @@ func TestStatsOf(t *testing.T) {
 		}
 	}
 }
+
+// internal carries every field of Options but the target, under the same
+// name, and open adds the target's processes and threads: a field added
+// to one and not the other, or not copied, fails here.
+func TestOptionsInternal(t *testing.T) {
+	var o Options
+	v := reflect.ValueOf(&o).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch name := v.Type().Field(i).Name; {
+		case name == "Target":
+			o.Target = Target{Tids: []int{os.Getpid()}}
+		case f.Kind() == reflect.Bool:
+			f.SetBool(true)
+		case f.Kind() == reflect.String:
+			f.SetString("x")
+		case f.CanInt():
+			f.SetInt(int64(i + 1))
+		case f.CanUint():
+			f.SetUint(uint64(i + 1))
+		default:
+			t.Fatalf("Options.%s: kind %v not filled here", name, f.Kind())
+		}
+	}
+	d := o.internal()
+	d.Pids, d.Tids = []int{os.Getpid()}, o.Target.Tids
+	a := reflect.ValueOf(d)
+	if a.NumField() != v.NumField()+1 {
+		t.Errorf("assemble.Options has %d fields, Options %d and a target", a.NumField(), v.NumField())
+	}
+	for i := range a.NumField() {
+		name := a.Type().Field(i).Name
+		if name == "Pids" || name == "Tids" {
+			continue
+		}
+		if !v.FieldByName(name).IsValid() {
+			t.Errorf("Options has no field %s", name)
+		} else if a.Field(i).IsZero() {
+			t.Errorf("internal leaves assemble.Options.%s zero", name)
+		}
+	}
+
+	// open resolves the target: a thread names its process.
+	o = Options{Target: Target{Tids: []int{os.Getpid()}}}
+	r, err := o.open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Pids) != 1 || r.Pids[0] != os.Getpid() || len(r.Tids) != 1 {
+		t.Errorf("open of %+v: pids %v, tids %v", o.Target, r.Pids, r.Tids)
+	}
+}

@@ -2,42 +2,27 @@ package synth
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"io/fs"
-	"maps"
-	"slices"
 	"sync"
 	"time"
-
-	"github.com/synth-dev/synth/internal/method/bpfmethod"
-	"github.com/synth-dev/synth/internal/procfs"
 )
 
 // ProfileOptions configure Profile, a minimal perf record built on a
 // Session. The zero value samples every CPU at DefaultSampleFreq.
 //
 // The sampling event is opened as perf record opens it for the same
-// target: per task and per CPU, inheriting, for Pids (-p, -u, a
-// command); per task and per CPU, not inheriting, for Tids (-t); per CPU
-// for Cgroup (-G); per CPU for every task without a target (-a). Tasks
-// outside the target are never interrupted.
+// target (see SampleOptions).
 type ProfileOptions struct {
-	// Options say what the dumps synthesize, and for whom: Pids
-	// restricts the profile to these processes and the children they
-	// fork from now on (nil profiles the whole system), and Tids, with
-	// Pids their processes, the samples and thread records to these
-	// threads (perf record -t). SampleType is the session's.
+	// Options say what the dumps synthesize, and for whom: the target
+	// (Options.Target) is what the profile covers, its processes with
+	// the children they fork from now on; the zero Target profiles the
+	// whole system. SampleType is the session's.
 	Options
 	// Freq and Callchain are as in SampleOptions.
 	Freq      uint64
 	Callchain bool
-	// Cgroup, with Pids the processes in it, samples the tasks of this
-	// cgroup and of those below it with a cgroup event (perf record -G).
-	Cgroup string
-	// OnExec starts sampling Pids at their next exec, as perf record
-	// samples the workload it starts (enable_on_exec).
+	// OnExec starts sampling the target's processes at their next exec,
+	// as perf record samples the workload it starts (enable_on_exec).
 	OnExec bool
 	// Started, when set, is called once the rings are open and the
 	// dump of the existing state has begun: a workload started then has
@@ -84,10 +69,7 @@ type Profiler struct {
 // *PermissionError. Run or Close must follow.
 func NewProfiler(opts ProfileOptions) (*Profiler, error) {
 	p := &Profiler{opts: opts, start: time.Now()}
-	sample, err := opts.sampleOptions()
-	if err != nil {
-		return nil, err
-	}
+	sample := &SampleOptions{Freq: opts.Freq, Callchain: opts.Callchain, OnExec: opts.OnExec, Stopped: !opts.OnExec}
 	p.so = SessionOptions{Options: opts.Options, Sample: sample}
 	s, err := NewSession(p.so)
 	if err != nil {
@@ -95,39 +77,6 @@ func NewProfiler(opts ProfileOptions) (*Profiler, error) {
 	}
 	p.s = s
 	return p, nil
-}
-
-// sampleOptions opens the sampling event where perf record would for
-// the same target (see ProfileOptions).
-func (o *ProfileOptions) sampleOptions() (*SampleOptions, error) {
-	so := &SampleOptions{Freq: o.Freq, Callchain: o.Callchain, OnExec: o.OnExec, Stopped: !o.OnExec}
-	switch {
-	case o.Cgroup != "":
-		so.Cgroup = o.Cgroup
-	case len(o.Tids) > 0:
-		so.Tasks = o.Tids // perf record -t does not inherit
-	case len(o.Pids) > 0 && o.OnExec:
-		// A workload before its exec: the thread that will exec.
-		so.Tasks, so.Inherit = o.Pids, true
-	case len(o.Pids) > 0:
-		so.Inherit = true
-		for _, pid := range o.Pids {
-			threads, err := procfs.ReadComms(pid)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // exited: NewSession says so if none is left
-			}
-			if err != nil {
-				return nil, fmt.Errorf("threads of process %d: %w", pid, err)
-			}
-			for _, tid := range slices.Sorted(maps.Keys(threads)) {
-				so.Tasks = append(so.Tasks, tid)
-			}
-		}
-		if so.Tasks == nil {
-			return nil, fmt.Errorf("open sampling event: %w", bpfmethod.ErrNoTask)
-		}
-	}
-	return so, nil
 }
 
 // Close ends a profile that was not run.

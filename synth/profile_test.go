@@ -86,8 +86,8 @@ func TestProfileSamplesTargetOnly(t *testing.T) {
 		name string
 		opts synth.ProfileOptions
 	}{
-		{"pids", synth.ProfileOptions{Options: synth.Options{Pids: []int{target}}, Freq: 999, Started: started}},
-		{"tids", synth.ProfileOptions{Options: synth.Options{Pids: []int{target}, Tids: []int{target}}, Freq: 999}},
+		{"pids", synth.ProfileOptions{Options: synth.Options{Target: synth.Target{Pids: []int{target}}}, Freq: 999, Started: started}},
+		{"tids", synth.ProfileOptions{Options: synth.Options{Target: synth.Target{Tids: []int{target}}}, Freq: 999}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, pids := profile(t, tc.opts, 1500*time.Millisecond)
@@ -102,7 +102,7 @@ func TestProfileSamplesTargetOnly(t *testing.T) {
 			if pids[uint32(target)] == 0 {
 				children++
 			}
-			if inherit := tc.opts.Tids == nil; inherit != (children > 0) {
+			if inherit := tc.opts.Target.Tids == nil; inherit != (children > 0) {
 				t.Errorf("samples by process %v: the child is sampled: %v, want %v", pids, children > 0, inherit)
 			}
 		})

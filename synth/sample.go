@@ -3,8 +3,11 @@ package synth
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -14,9 +17,12 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// sampleScope is where the sampler of o is opened, with the cgroup
-// directory it holds open until the events are.
-type sampleScope struct{ bpfmethod.SampleScope }
+// sampleScope is where the sampler is opened, with the cgroup directory
+// it holds open until the events are, and whether the events inherit.
+type sampleScope struct {
+	bpfmethod.SampleScope
+	inherit bool
+}
 
 func (s sampleScope) Close() {
 	if s.Cgroup != nil {
@@ -24,29 +30,63 @@ func (s sampleScope) Close() {
 	}
 }
 
-func newSampleScope(o *SampleOptions) (sampleScope, error) {
+// newSampleScope opens the sampler where perf record would for target t,
+// whose processes are pids (see SampleOptions).
+func newSampleScope(o *SampleOptions, t Target, pids []int) (sampleScope, error) {
 	switch {
-	case o.Cgroup != "" && o.Tasks != nil:
-		return sampleScope{}, errors.New("sample options: Tasks and Cgroup exclude each other")
-	case o.Cgroup == "":
-		return sampleScope{bpfmethod.SampleScope{Tasks: o.Tasks}}, nil
+	case t.Cgroup != "":
+		return cgroupScope(t.Cgroup)
+	case len(t.Tids) > 0:
+		return sampleScope{SampleScope: bpfmethod.SampleScope{Tasks: t.Tids}}, nil // -t does not inherit
+	case len(pids) > 0 && o.OnExec:
+		// A workload before its exec: the thread that will exec.
+		return sampleScope{SampleScope: bpfmethod.SampleScope{Tasks: pids}, inherit: true}, nil
+	case len(pids) > 0:
+		tids, err := threadsOf(pids)
+		return sampleScope{SampleScope: bpfmethod.SampleScope{Tasks: tids}, inherit: true}, err
 	}
+	return sampleScope{}, nil
+}
+
+// threadsOf returns the threads of the processes pids; a process that
+// has exited meanwhile has none, and none at all is bpfmethod.ErrNoTask.
+func threadsOf(pids []int) ([]int, error) {
+	var tids []int
+	for _, pid := range pids {
+		threads, err := procfs.ReadComms(pid)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("threads of process %d: %w", pid, err)
+		}
+		tids = append(tids, slices.Sorted(maps.Keys(threads))...)
+	}
+	if tids == nil {
+		return nil, fmt.Errorf("open sampling event: %w", bpfmethod.ErrNoTask)
+	}
+	return tids, nil
+}
+
+// cgroupScope opens the directory of cgroup path, for a cgroup event.
+func cgroupScope(path string) (sampleScope, error) {
 	cg, err := procfs.FindCgroupFS()
 	if err != nil {
 		return sampleScope{}, err
 	}
-	path := cg.Mount + "/" + strings.Trim(o.Cgroup, "/")
-	f, err := os.Open(path)
+	f, err := os.Open(cg.Mount + "/" + strings.Trim(path, "/"))
 	if err != nil {
-		return sampleScope{}, fmt.Errorf("cgroup %s: %w", o.Cgroup, err)
+		return sampleScope{}, fmt.Errorf("cgroup %s: %w", path, err)
 	}
-	return sampleScope{bpfmethod.SampleScope{Cgroup: f}}, nil
+	return sampleScope{SampleScope: bpfmethod.SampleScope{Cgroup: f}}, nil
 }
 
 // samplerAttr is the sampling event: a cpu-clock event at o.Freq on one
-// CPU, for the tasks o says. It is opened as it is written into
-// perf.data, so the samples decode under it.
-func samplerAttr(o *SampleOptions) perfdata.Attr { return samplerAttrOn(o, runtime.GOARCH) }
+// CPU, inheriting or not. It is opened as it is written into perf.data,
+// so the samples decode under it.
+func samplerAttr(o *SampleOptions, inherit bool) perfdata.Attr {
+	return samplerAttrOn(o, inherit, runtime.GOARCH)
+}
 
 // regARM64LR is the link register's bit in arm64's sample_regs_user
 // (PERF_REG_ARM64_LR, arch/arm64/include/uapi/asm/perf_regs.h).
@@ -57,7 +97,7 @@ const regARM64LR = 1 << 30
 // there ("perf tools: Record ARM64 LR register automatically", perf
 // 5.19): a leaf function that has not pushed a frame has its caller only
 // in LR, and perf report adds that caller to the chain from it.
-func samplerAttrOn(o *SampleOptions, goarch string) perfdata.Attr {
+func samplerAttrOn(o *SampleOptions, inherit bool, goarch string) perfdata.Attr {
 	freq := o.Freq
 	if freq == 0 {
 		freq = DefaultSampleFreq
@@ -74,7 +114,7 @@ func samplerAttrOn(o *SampleOptions, goarch string) perfdata.Attr {
 	}
 	flags := uint64(perfdata.AttrDisabled | perfdata.AttrFreq | perfdata.AttrSampleIDAll |
 		perfdata.AttrUseClockID | perfdata.AttrExcludeGuest)
-	if o.Inherit {
+	if inherit {
 		flags |= perfdata.AttrInherit
 	}
 	if o.OnExec {

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
-	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -29,12 +29,13 @@ var (
 // SessionOptions configure a Session. The zero value streams the live
 // records of every process, and dumps as the zero Options do.
 type SessionOptions struct {
-	// Options say what dumps synthesize. Pids also restricts the live
-	// stream to those processes and the children they fork; SampleType
+	// Options say what dumps synthesize. The target also restricts the
+	// live stream to its processes and the children they fork, and its
+	// samples to its threads if it names threads; SampleType
 	// is ignored: records carry the trailer of the rings (see Attrs).
 	Options
-	// Sample, when set, opens a sampling event on every CPU, for the
-	// tasks it says, whose samples join the stream.
+	// Sample, when set, opens a sampling event for the target's tasks,
+	// whose samples join the stream.
 	Sample *SampleOptions
 	// Unmaps adds to the stream, from the first dump on, a KindUnmap
 	// record for each range a process unmaps with munmap(2), moves or
@@ -47,30 +48,26 @@ type SessionOptions struct {
 
 // SampleOptions configure the sampling event of a Session: cpu-clock,
 // like perf record's default on machines without hardware counters.
+//
+// The event is opened as perf record opens it for the session's target
+// (Options.Target): per CPU for the whole host (-a); per task and per
+// CPU, inheriting, for each thread of the target's processes (-p, -u, a
+// command); per task and per CPU, not inheriting, for its threads (-t);
+// per CPU, as a cgroup event, for its cgroup (-G). Tasks outside the
+// target are never interrupted.
 type SampleOptions struct {
 	// Freq is the sampling frequency in Hz; 0 means DefaultSampleFreq.
 	Freq uint64
 	// Callchain records call chains (perf record -g).
 	Callchain bool
-	// Tasks, when set, samples only these tasks (thread ids), as perf
-	// record -p, -t and -u do: one event per task and CPU. Nil samples
-	// every task (perf record -a), unless Cgroup is set.
-	Tasks []int
-	// Inherit also samples the children the Tasks create from then on,
-	// threads and processes (perf record without --no-inherit).
-	Inherit bool
-	// OnExec leaves the Tasks unsampled until they exec, as perf record
-	// samples its workload (enable_on_exec).
+	// OnExec leaves the target's processes unsampled until they exec,
+	// as perf record samples its workload (enable_on_exec).
 	OnExec bool
 	// Stopped opens the events stopped: sampling starts with
 	// StartSampling, as perf record enables its events only once it has
 	// synthesized the existing state. At high rates, samples taken
 	// meanwhile cost the dump time and ring room.
 	Stopped bool
-	// Cgroup, when set, samples the tasks of this cgroup and of those
-	// below it, a path in the perf_event or cgroup2 hierarchy, with one
-	// cgroup event per CPU (perf record -a -G).
-	Cgroup string
 }
 
 // DefaultSampleFreq is perf record's default frequency.
@@ -129,7 +126,7 @@ type Record struct {
 	// record of the same mapping, see DESIGN.md).
 	Superseded bool
 	// Partial marks a KindDumpEnd of a dump that read only some
-	// processes (Options.Pids or Tids): it says nothing of the others.
+	// processes (Options.Target): it says nothing of the others.
 	Partial bool
 }
 
@@ -181,10 +178,9 @@ type SessionStats struct {
 	// map operation from userspace, is under way. Until the next dump a
 	// Table may hold a range that went.
 	UnmapsMissed uint64
-	Filtered     uint64 // live records and samples of processes outside Options.Pids
-	// FilteredSamples are the samples among them: none when the sampler
-	// is opened on the target's tasks (SampleOptions.Tasks), unless a
-	// task left the target.
+	Filtered     uint64 // live records and samples of processes outside Options.Target
+	// FilteredSamples are the samples among them: none unless a task
+	// left the target (the sampler is opened on the target's tasks).
 	FilteredSamples uint64
 }
 
@@ -230,7 +226,7 @@ type Session struct {
 	// and when it read each process.
 	readStart uint64
 	readAt    map[uint32]uint64
-	tids      map[uint32]struct{} // Options.Tids: the threads sampled; nil: all
+	tids      map[uint32]struct{} // the target's threads (Target.Tids); nil: all
 	ready     uint64              // records up to this time may be returned
 	lastPoll  uint64
 	stats     SessionStats
@@ -243,31 +239,34 @@ type Session struct {
 // side-band (and the sampling event, if any) on every CPU, and starts
 // streaming. Missing privileges give a *PermissionError.
 func NewSession(opts SessionOptions) (*Session, error) {
-	if err := opts.Check(); err != nil {
+	d, err := opts.open()
+	if err != nil {
 		return nil, err
 	}
-	if err := procfs.CheckPidNS(); err != nil {
-		return nil, err
-	}
+	return newSession(opts, d)
+}
+
+// newSession is NewSession with the options resolved: d.
+func newSession(opts SessionOptions, d assemble.Options) (*Session, error) {
 	rc := bpfmethod.RingConfig{Pages: opts.RingPages, Sideband: true, Records: opts.recordFlags(), BuildID: !opts.NoBuildID,
 		SampleType: bpfmethod.SidebandSampleType}
 	if opts.Sample != nil {
-		sampler := samplerAttr(opts.Sample)
-		rc.Sampler, rc.SampleType, rc.SampleRegsUser = &sampler, sampler.SampleType, sampler.SampleRegsUser
-		scope, err := newSampleScope(opts.Sample)
+		scope, err := newSampleScope(opts.Sample, opts.Target, d.Pids)
 		if err != nil {
 			return nil, err
 		}
 		defer scope.Close()
+		sampler := samplerAttr(opts.Sample, scope.inherit)
+		rc.Sampler, rc.SampleType, rc.SampleRegsUser = &sampler, sampler.SampleType, sampler.SampleRegsUser
 		rc.Scope = scope.SampleScope
 	}
-	opts.SampleType = rc.SampleType // the trailer of the synthesized records
-	b, err := bpfmethod.NewWithRings(opts.internal(), rc)
+	d.SampleType = rc.SampleType // the trailer of the synthesized records
+	b, err := bpfmethod.NewWithRings(d, rc)
 	if err != nil {
 		return nil, public(err)
 	}
 	s := &Session{opts: opts, b: b, wake: -1}
-	if err := s.init(rc); err != nil {
+	if err := s.init(rc, d); err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -289,7 +288,7 @@ var errUnmapsOff = errors.New("unmaps not asked for (SessionOptions.Unmaps)")
 // between dumps holds what was unmapped since until the next.
 func (s *Session) UnmapsErr() error { return s.unmapsErr }
 
-func (s *Session) init(rc bpfmethod.RingConfig) error {
+func (s *Session) init(rc bpfmethod.RingConfig, d assemble.Options) error {
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("eventfd: %w", err)
@@ -298,15 +297,15 @@ func (s *Session) init(rc bpfmethod.RingConfig) error {
 	for _, fd := range append(s.b.LiveFDs(), wake) {
 		s.pollfds = append(s.pollfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
-	if len(s.opts.Pids) > 0 {
+	if len(d.Pids) > 0 {
 		s.tracked = make(map[uint32]struct{})
-		for _, pid := range s.opts.Pids {
+		for _, pid := range d.Pids {
 			s.tracked[uint32(pid)] = struct{}{}
 		}
 	}
-	if len(s.opts.Tids) > 0 {
+	if len(d.Tids) > 0 {
 		s.tids = make(map[uint32]struct{})
-		for _, tid := range s.opts.Tids {
+		for _, tid := range d.Tids {
 			s.tids[uint32(tid)] = struct{}{}
 		}
 	}
@@ -315,8 +314,8 @@ func (s *Session) init(rc bpfmethod.RingConfig) error {
 	side.Flags &^= perfdata.AttrWatermark
 	side.WakeupEvents = 0
 	s.attrs = []perfdata.EventAttr{{Attr: side, Name: attrName, IDs: liveIDs}}
-	if s.opts.Sample != nil {
-		a := samplerAttr(s.opts.Sample)
+	if rc.Sampler != nil {
+		a := *rc.Sampler
 		a.Flags &^= perfdata.AttrDisabled
 		s.attrs = append(s.attrs, perfdata.EventAttr{Attr: a, Name: "cpu-clock", IDs: samplerIDs})
 		if s.opts.Sample.OnExec || s.opts.Sample.Stopped {

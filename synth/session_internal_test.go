@@ -22,7 +22,7 @@ func TestSessionDropsStaleGeneration(t *testing.T) {
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
 	pid := cmd.Process.Pid
-	s, err := NewSession(SessionOptions{Options: Options{Pids: []int{pid}, NoKernel: true}})
+	s, err := NewSession(SessionOptions{Options: Options{Target: Target{Pids: []int{pid}}, NoKernel: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestSamplerAttrArch(t *testing.T) {
 		callchain bool
 		regs      uint64
 	}{{"arm64", true, regARM64LR}, {"arm64", false, 0}, {"amd64", true, 0}} {
-		a := samplerAttrOn(&SampleOptions{Callchain: tc.callchain}, tc.goarch)
+		a := samplerAttrOn(&SampleOptions{Callchain: tc.callchain}, false, tc.goarch)
 		if got := a.SampleType&perfdata.SampleRegsUser != 0; got != (tc.regs != 0) || a.SampleRegsUser != tc.regs {
 			t.Errorf("%s, callchain %v: REGS_USER %v, sample_regs_user %#x; want mask %#x", tc.goarch, tc.callchain, got, a.SampleRegsUser, tc.regs)
 		}

@@ -74,7 +74,7 @@ func readFlushed(t *testing.T, s *synth.Session, fn func(*synth.Record)) {
 // A session dumps this process, then reports a file it maps afterwards
 // live, once, in the dump's generation.
 func TestSessionLiveMmap(t *testing.T) {
-	s := openSession(t, synth.SessionOptions{Options: synth.Options{Pids: []int{os.Getpid()}, Data: true}})
+	s := openSession(t, synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}, Data: true}})
 	if err := s.Dump(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func sleeper(t *testing.T) int {
 // Close unblocks a Read waiting in another goroutine, and is
 // idempotent; a closed session refuses dumps.
 func TestSessionCloseUnblocks(t *testing.T) {
-	s := openSession(t, synth.SessionOptions{Options: synth.Options{Pids: []int{sleeper(t)}}})
+	s := openSession(t, synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{sleeper(t)}}}})
 	done := make(chan error, 1)
 	go func() {
 		var rec synth.Record
@@ -171,7 +171,7 @@ func TestSessionCloseUnblocks(t *testing.T) {
 // A deadline ends a wait with os.ErrDeadlineExceeded; a second dump
 // cannot start before the first one's records are read.
 func TestSessionDeadlineAndDumpRunning(t *testing.T) {
-	s := openSession(t, synth.SessionOptions{Options: synth.Options{Pids: []int{sleeper(t)}, NoKernel: true}})
+	s := openSession(t, synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{sleeper(t)}}, NoKernel: true}})
 	if err := s.Dump(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestSessionMarksLiveLoss(t *testing.T) {
 // call, each batch valid until the next call.
 func TestSessionReadBatch(t *testing.T) {
 	p := testproc.StartT(t, everything)
-	s := openSession(t, synth.SessionOptions{Options: synth.Options{Pids: []int{p.Pid}, Data: true, NoKernel: true}})
+	s := openSession(t, synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: true, NoKernel: true}})
 	if err := s.Dump(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func Snapshot(ctx context.Context, m *Method) (*Table, Stats, error) {
 		return t.Apply(&rec)
 	})
 	if err == nil {
-		err = t.Apply(&Record{Kind: KindDumpEnd, Partial: len(m.opts.Pids) > 0 || len(m.opts.Tids) > 0})
+		err = t.Apply(&Record{Kind: KindDumpEnd, Partial: m.partial})
 	}
 	return t, st, err
 }

@@ -190,7 +190,7 @@ func TestTableLive(t *testing.T) {
 	} else if got, want := tableKeys(hp), procTableKeys(t, p.Pid); !slices.Equal(got, want) {
 		t.Errorf("host snapshot:\n%v\n/proc/%d/maps:\n%v", got, p.Pid, want)
 	}
-	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{p.Pid}}})
+	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{p.Pid}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestRecordKindString(t *testing.T) {
 // ReadContext returns when its context ends, though no record comes.
 func TestReadContextEnds(t *testing.T) {
 	testenv.Root(t)
-	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{os.Getpid()}}})
+	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func TestTableForgetsUnmapped(t *testing.T) {
 	testenv.Root(t)
 	dir := t.TempDir()
 	p := testproc.StartT(t, testproc.Spec{Dir: dir})
-	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{p.Pid}}})
+	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{p.Pid}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestTableDlclose(t *testing.T) {
 		}
 	}
 	command("") // ready
-	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{cmd.Process.Pid}}, Unmaps: true})
+	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{cmd.Process.Pid}}}, Unmaps: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func flushInto(t *testing.T, s *synth.Session, tb *synth.Table, skip func(*synth
 // where the kernel cannot.
 func unmapSession(t *testing.T, pid int) *synth.Session {
 	t.Helper()
-	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Pids: []int{pid}}, Unmaps: true})
+	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Target: synth.Target{Pids: []int{pid}}}, Unmaps: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,9 +19,9 @@ var ErrNoProcess = errors.New("no such process")
 // matches.
 var ErrNoMatch = errors.New("no process matches")
 
-// Target selects the processes a dump or a recording covers, as perf
-// record's target options do. The zero Target is the whole host; at most
-// one field may be set.
+// Target selects the processes a dump, a Session or a Profile covers
+// (Options.Target), as perf record's target options do. The zero Target
+// is the whole host; at most one field may be set.
 type Target struct {
 	Pids []int // -p: these processes; a thread's id names its process
 	// Tids (-t) are threads: their processes' mappings are dumped, and

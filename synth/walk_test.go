@@ -64,7 +64,7 @@ func TestWalkFaults(t *testing.T) {
 		{"walk-record-lost", synth.FaultDropWalk},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := synth.NewBPF(synth.Options{Pids: []int{p.Pid}, Data: true, RingPages: synth.MinRingPages})
+			b, err := synth.NewBPF(synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: true, RingPages: synth.MinRingPages})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestWalkFaults(t *testing.T) {
 func TestWalkMaxPath(t *testing.T) {
 	needMaple(t)
 	p := testproc.StartT(t, testproc.Spec{MaxPath: true})
-	b, err := synth.NewBPF(synth.Options{Pids: []int{p.Pid}, Walk: synth.WalkMaple})
+	b, err := synth.NewBPF(synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Walk: synth.WalkMaple})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestWalkFallback(t *testing.T) {
 	p := testproc.StartT(t, everything)
 	for _, pages := range []int{0, synth.MinRingPages} {
 		t.Run(fmt.Sprintf("ring-pages=%d", pages), func(t *testing.T) {
-			b, err := synth.NewBPF(synth.Options{Pids: []int{p.Pid}, Data: true, RingPages: pages})
+			b, err := synth.NewBPF(synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: true, RingPages: pages})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,13 +142,13 @@ func TestWalkFallback(t *testing.T) {
 func TestWalkChunks(t *testing.T) {
 	needMaple(t)
 	p := testproc.StartT(t, everything)
-	d := runDump(t, synth.Options{Pids: []int{p.Pid}, Data: true, RingPages: synth.MinRingPages})
+	d := runDump(t, synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: true, RingPages: synth.MinRingPages})
 	// A walk of some 30 chunks is a proof only if the process does not
 	// change between them: its Go runtime may map memory meanwhile, and
 	// the walk then falls back (exact all the same). Try again then.
 	for i := 0; i < 5 && d.stats.WalksInvalid > 0; i++ {
 		checkProc(t, p, d, true)
-		d = runDump(t, synth.Options{Pids: []int{p.Pid}, Data: true, RingPages: synth.MinRingPages})
+		d = runDump(t, synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: true, RingPages: synth.MinRingPages})
 	}
 	if d.stats.Resumed < 2 {
 		t.Errorf("the walk went on %d times, want several with %d-page rings (%d walks failed)", d.stats.Resumed, synth.MinRingPages, d.stats.WalksInvalid)
@@ -179,7 +179,7 @@ func TestIterLockedProcess(t *testing.T) {
 		}
 	}
 	testproc.LockMM(t, hung.Pid, addr, abort)
-	b, err := synth.NewBPF(synth.Options{Pids: []int{hung.Pid, other.Pid}, Walk: synth.WalkIter, Data: true,
+	b, err := synth.NewBPF(synth.Options{Target: synth.Target{Pids: []int{hung.Pid, other.Pid}}, Walk: synth.WalkIter, Data: true,
 		ProcMapTimeout: lockWait})
 	if err != nil {
 		t.Fatal(err)

@@ -22,11 +22,8 @@ type dumpArgs struct {
 	threads int
 	warmup  int
 	verbose bool
-	// opts holds the flags' options; the target's processes are added
-	// when the dump runs, as reading them is no usage error.
-	opts   synth.Options
-	tf     *targetFlags
-	target synth.Target
+	opts    synth.Options // the flags' options, with the target's
+	tf      *targetFlags
 }
 
 func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writer) int {
@@ -37,12 +34,6 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	if err := d.check(fs, stdout); err != nil {
 		return usageError(stderr, "dump: %v", err)
 	}
-	var err error
-	if d.opts.Pids, err = d.target.Processes(); err != nil {
-		return fail(stderr, err)
-	}
-	d.opts.Tids = d.target.Tids
-
 	// A dump is one short burst of allocation, much of it cilium/ebpf's
 	// parse of the kernel's BTF: collecting at 5x the live heap, not 2x,
 	// spares most collections (15% of a one-shot dump's CPU), and the
@@ -99,7 +90,8 @@ func dumpFlags(stderr io.Writer) (*flag.FlagSet, *dumpArgs) {
 }
 
 // check checks the parsed command line as far as it can without
-// reading the host; its error is a usage error. It sets d.target.
+// reading the host; its error is a usage error. It sets the target of
+// d.opts, which the method resolves when it opens.
 func (d *dumpArgs) check(fs *flag.FlagSet, stdout *os.File) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -111,7 +103,7 @@ func (d *dumpArgs) check(fs *flag.FlagSet, stdout *os.File) error {
 		return fmt.Errorf("unknown method %q (want auto, bpf, procmaps or procquery)", d.method)
 	}
 	var err error
-	if d.target, err = d.tf.target(); err != nil {
+	if d.opts.Target, err = d.tf.target(); err != nil {
 		return err
 	}
 	if d.out == "" {

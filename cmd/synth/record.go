@@ -30,12 +30,10 @@ type recordArgs struct {
 	all       bool
 	maxFiles  int
 	switchOut switchFlag
-	// opts holds the flags' options; the processes to follow, the
-	// target's or the workload's, are added when the recording
-	// starts, as reading them is no usage error.
+	// opts holds the flags' options, with the target's; a workload
+	// becomes the target once it is started.
 	opts    synth.ProfileOptions
 	tf      *targetFlags
-	target  synth.Target
 	command []string // the workload, after the flags
 }
 
@@ -49,10 +47,6 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	}
 	r.opts.Freq = limitFreq(r.opts.Freq, stderr)
 	var err error
-	if r.opts.Pids, err = r.target.Processes(); err != nil {
-		return fail(stderr, err)
-	}
-	r.opts.Tids, r.opts.Cgroup = r.target.Tids, r.target.Cgroup
 	var cmd *workload.Cmd
 	if len(r.command) > 0 {
 		// Stopped before it runs its command: nothing happens if a
@@ -116,14 +110,14 @@ func recordFlags(stderr io.Writer) (*flag.FlagSet, *recordArgs) {
 }
 
 // check checks the parsed command line as far as it can without
-// reading the host; its error is a usage error. It sets r.target and
-// r.command.
+// reading the host; its error is a usage error. It sets the target of
+// r.opts, which the profile resolves when it opens, and r.command.
 func (r *recordArgs) check(fs *flag.FlagSet, stdout *os.File) error {
 	if err := r.opts.Check(); err != nil {
 		return err
 	}
 	var err error
-	if r.target, err = r.tf.target(); err != nil {
+	if r.opts.Target, err = r.tf.target(); err != nil {
 		return err
 	}
 	r.command = fs.Args()
@@ -155,7 +149,7 @@ func startWorkload(command []string, opts *synth.ProfileOptions, stderr io.Write
 	if err != nil {
 		return nil, err
 	}
-	opts.Pids = []int{cmd.Process.Pid}
+	opts.Target = synth.Target{Pids: []int{cmd.Process.Pid}}
 	opts.OnExec = true
 	opts.Started = func() {
 		if err := cmd.Go(); err != nil {

@@ -7,9 +7,10 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// Options are synth.Options, field for field, where each field is
-// documented: synth converts its Options into these (assemble.Options(o)),
-// so that a field added to one and not the other does not compile.
+// Options are synth.Options, where each field is documented, with the
+// target resolved: Pids are its processes (nil: every process), Tids its
+// threads if it names threads. synth copies its Options into these field
+// by field (TestOptionsInternal checks that none is left out).
 type Options struct {
 	Pids           []int
 	Tids           []int
