@@ -16,8 +16,12 @@
  *                              thread group, not per thread).
  * Each emitted record also writes ceil(size / SYNTH_PACE_UNIT) bytes into the
  * iterator's seq_file: userspace reads the iterator fd with a bounded buffer
- * and drains the rings between reads, so the rings cannot overflow. The Go
- * side is internal/method/bpfmethod.
+ * and drains the rings between reads, so the rings cannot overflow.
+ *
+ * The programs at the end hang on the syscall tracepoints of munmap,
+ * mremap, mprotect and mmap, and report, between dumps, the ranges a
+ * process gave up (unmap.bpf.h). The Go side is
+ * internal/method/bpfmethod.
  */
 #include "record.bpf.h"
 #include "walk.bpf.h"
@@ -204,5 +208,89 @@ int probe(void *ctx)
 	bpf_kallsyms_lookup_name(text, sizeof(text), 0, &text_start);
 	bpf_kallsyms_lookup_name(etext, sizeof(etext), 0, &text_end);
 	walk_ok = walk_provable();
+	return 0;
+}
+
+/*
+ * Unmaps between dumps (unmap.bpf.h): each enter notes its call's
+ * arguments, each exit reports the range its call changed. Each
+ * tracepoint needs a program of its own.
+ */
+
+/* Run by userspace (BPF_PROG_TEST_RUN): current is the reader. */
+SEC("syscall")
+int note_reader(void *ctx)
+{
+	struct pidns r;
+
+	reader_pidns(&r);
+	reader_level = r.level;
+	reader_ns = (__u64)r.ns;
+	reader_known = 1;
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_munmap")
+int enter_munmap(struct syscall_enter_ctx *ctx)
+{
+	note_call(ctx, 0, 0, CALL_MUNMAP);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_mremap")
+int enter_mremap(struct syscall_enter_ctx *ctx)
+{
+	note_call(ctx, ctx->args[2], ctx->args[3], CALL_MREMAP);
+	return 0;
+}
+
+/* Only a call that leaves a range without PROT_EXEC is noted: one that
+ * makes it executable is reported by the kernel (an MMAP2). */
+SEC("tracepoint/syscalls/sys_enter_mprotect")
+int enter_mprotect(struct syscall_enter_ctx *ctx)
+{
+	if (!(ctx->args[2] & PROT_EXEC))
+		note_call(ctx, 0, 0, CALL_MPROTECT);
+	else
+		drop_call();
+	return 0;
+}
+
+/* Only a MAP_FIXED mapping can land on one that exists. */
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int enter_mmap(struct syscall_enter_ctx *ctx)
+{
+	if ((ctx->args[3] & MAP_FIXED) && !(ctx->args[2] & PROT_EXEC))
+		note_call(ctx, 0, 0, CALL_MMAP);
+	else
+		drop_call();
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_munmap")
+int exit_munmap(struct syscall_exit_ctx *ctx)
+{
+	report(ctx);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_mremap")
+int exit_mremap(struct syscall_exit_ctx *ctx)
+{
+	report(ctx);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_mprotect")
+int exit_mprotect(struct syscall_exit_ctx *ctx)
+{
+	report(ctx);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int exit_mmap(struct syscall_exit_ctx *ctx)
+{
+	report(ctx);
 	return 0;
 }

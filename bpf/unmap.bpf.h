@@ -17,7 +17,8 @@
  * pages): it maps the whole library r-x, then the gaps PROT_NONE and the
  * data MAP_FIXED over the end.
  *
- * They hang on the syscalls' tracepoints, which any kernel built with
+ * The programs are in synth.bpf.c; this file has what they share. They
+ * hang on the syscalls' tracepoints, which any kernel built with
  * CONFIG_FTRACE_SYSCALLS has (Debian's do) and lockdown allows, unlike
  * fentry. The enter notes the arguments, per thread; the exit reports the
  * range if the call succeeded. Ranges that change by other means are not
@@ -83,24 +84,11 @@ struct syscall_exit_ctx {
 };
 
 /* The reader's pid namespace, for the programs that run in other tasks:
- * note_reader sets it, and reader_known, once before they are attached.
- * The namespace of a process does not change. */
+ * note_reader (synth.bpf.c) sets it, and reader_known, once before they
+ * are attached. The namespace of a process does not change. */
 __u32 reader_known;
 __u32 reader_level;
 __u64 reader_ns;
-
-/* Run by userspace (BPF_PROG_TEST_RUN): current is the reader. */
-SEC("syscall")
-int note_reader(void *ctx)
-{
-	struct pidns r;
-
-	reader_pidns(&r);
-	reader_level = r.level;
-	reader_ns = (__u64)r.ns;
-	reader_known = 1;
-	return 0;
-}
 
 static __always_inline __u64 page_align(__u64 len)
 {
@@ -134,43 +122,6 @@ static __always_inline void drop_call(void)
 
 	if (bpf_map_lookup_elem(&unmap_calls, &id))
 		bpf_map_delete_elem(&unmap_calls, &id);
-}
-
-SEC("tracepoint/syscalls/sys_enter_munmap")
-int enter_munmap(struct syscall_enter_ctx *ctx)
-{
-	note_call(ctx, 0, 0, CALL_MUNMAP);
-	return 0;
-}
-
-SEC("tracepoint/syscalls/sys_enter_mremap")
-int enter_mremap(struct syscall_enter_ctx *ctx)
-{
-	note_call(ctx, ctx->args[2], ctx->args[3], CALL_MREMAP);
-	return 0;
-}
-
-/* Only a call that leaves a range without PROT_EXEC is noted: one that
- * makes it executable is reported by the kernel (an MMAP2). */
-SEC("tracepoint/syscalls/sys_enter_mprotect")
-int enter_mprotect(struct syscall_enter_ctx *ctx)
-{
-	if (!(ctx->args[2] & PROT_EXEC))
-		note_call(ctx, 0, 0, CALL_MPROTECT);
-	else
-		drop_call();
-	return 0;
-}
-
-/* Only a MAP_FIXED mapping can land on one that exists. */
-SEC("tracepoint/syscalls/sys_enter_mmap")
-int enter_mmap(struct syscall_enter_ctx *ctx)
-{
-	if ((ctx->args[3] & MAP_FIXED) && !(ctx->args[2] & PROT_EXEC))
-		note_call(ctx, 0, 0, CALL_MMAP);
-	else
-		drop_call();
-	return 0;
 }
 
 /* What a successful call changed, into r; false if nothing a Table
@@ -231,34 +182,6 @@ static __always_inline void report(struct syscall_exit_ctx *ctx)
 	r.header.size = sizeof(r) - sizeof(r.h);
 	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, &r, sizeof(r)))
 		__sync_fetch_and_add(&unmaps_missed, 1);
-}
-
-SEC("tracepoint/syscalls/sys_exit_munmap")
-int exit_munmap(struct syscall_exit_ctx *ctx)
-{
-	report(ctx);
-	return 0;
-}
-
-SEC("tracepoint/syscalls/sys_exit_mremap")
-int exit_mremap(struct syscall_exit_ctx *ctx)
-{
-	report(ctx);
-	return 0;
-}
-
-SEC("tracepoint/syscalls/sys_exit_mprotect")
-int exit_mprotect(struct syscall_exit_ctx *ctx)
-{
-	report(ctx);
-	return 0;
-}
-
-SEC("tracepoint/syscalls/sys_exit_mmap")
-int exit_mmap(struct syscall_exit_ctx *ctx)
-{
-	report(ctx);
-	return 0;
 }
 
 #endif /* SYNTH_UNMAP_BPF_H */
