@@ -4,8 +4,8 @@
 // those of the benchmark floor, in an object apart; the headers hold
 // what they share: record.bpf.h the rings and the record builders,
 // walk.bpf.h and maple.bpf.h the maple walk, buildid.bpf.h and
-// pidns.bpf.h the build-ID cache and pid namespaces, unmap.bpf.h the
-// unmap programs; synth.h the layout of what they emit, the contract
+// pidns.bpf.h the build-ID cache and pid namespaces, unmap.bpf.h what
+// the unmap programs share; synth.h the layout of what they emit, the contract
 // with the Go side. `make generate` (clang-19) compiles each .c into its
 // .o, committed together with the generated .go, so that `go build`
 // needs no clang. `make check-generate` rebuilds them into a temporary

@@ -61,7 +61,7 @@ func ParseUnmap(rec []byte) (Unmap, error) {
 }
 
 // unmapHooks are the syscalls' tracepoints the unmap programs attach to
-// (bpf/unmap.bpf.h), in attach order: an exit with no enter noted is
+// (bpf/synth.bpf.c), in attach order: an exit with no enter noted is
 // ignored, so the enters go first.
 var unmapHooks = []struct{ prog, event string }{
 	{synthbpf.SynthProgEnterMunmap, "sys_enter_munmap"},
