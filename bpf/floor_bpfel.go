@@ -118,7 +118,6 @@ const (
 	FloorProgWalkMaple            = "walk_maple"
 	FloorProgWalkVma              = "walk_vma"
 	FloorVarChunkLimit            = "chunk_limit"
-	FloorVarFailTgid              = "fail_tgid"
 	FloorVarPageShift             = "page_shift"
 	FloorVarResumeMode            = "resume_mode"
 	FloorVarSynthFlags            = "synth_flags"
@@ -130,7 +129,6 @@ const (
 	FloorVarUnusedSynthPendingRec = "unused_synth_pending_rec"
 	FloorVarUnusedSynthWalk       = "unused_synth_walk"
 	FloorVarWalked                = "walked"
-	FloorVarWalksInvalid          = "walks_invalid"
 	FloorVarX86Vsyscall           = "x86_vsyscall"
 )
 
@@ -199,7 +197,6 @@ type FloorMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type FloorVariableSpecs struct {
 	ChunkLimit            *ebpf.VariableSpec `ebpf:"chunk_limit"`
-	FailTgid              *ebpf.VariableSpec `ebpf:"fail_tgid"`
 	PageShift             *ebpf.VariableSpec `ebpf:"page_shift"`
 	ResumeMode            *ebpf.VariableSpec `ebpf:"resume_mode"`
 	SynthFlags            *ebpf.VariableSpec `ebpf:"synth_flags"`
@@ -211,7 +208,6 @@ type FloorVariableSpecs struct {
 	UnusedSynthPendingRec *ebpf.VariableSpec `ebpf:"unused_synth_pending_rec"`
 	UnusedSynthWalk       *ebpf.VariableSpec `ebpf:"unused_synth_walk"`
 	Walked                *ebpf.VariableSpec `ebpf:"walked"`
-	WalksInvalid          *ebpf.VariableSpec `ebpf:"walks_invalid"`
 	X86Vsyscall           *ebpf.VariableSpec `ebpf:"x86_vsyscall"`
 }
 
@@ -263,7 +259,6 @@ func (m *FloorMaps) Close() error {
 // It can be passed to LoadFloorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FloorVariables struct {
 	ChunkLimit            *ebpf.Variable `ebpf:"chunk_limit"`
-	FailTgid              *ebpf.Variable `ebpf:"fail_tgid"`
 	PageShift             *ebpf.Variable `ebpf:"page_shift"`
 	ResumeMode            *ebpf.Variable `ebpf:"resume_mode"`
 	SynthFlags            *ebpf.Variable `ebpf:"synth_flags"`
@@ -275,7 +270,6 @@ type FloorVariables struct {
 	UnusedSynthPendingRec *ebpf.Variable `ebpf:"unused_synth_pending_rec"`
 	UnusedSynthWalk       *ebpf.Variable `ebpf:"unused_synth_walk"`
 	Walked                *ebpf.Variable `ebpf:"walked"`
-	WalksInvalid          *ebpf.Variable `ebpf:"walks_invalid"`
 	X86Vsyscall           *ebpf.Variable `ebpf:"x86_vsyscall"`
 }
 

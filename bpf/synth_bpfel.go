@@ -302,7 +302,6 @@ const (
 	SynthProgProbe                = "probe"
 	SynthProgSessionProbe         = "session_probe"
 	SynthVarChunkLimit            = "chunk_limit"
-	SynthVarFailTgid              = "fail_tgid"
 	SynthVarLastNsPid             = "last_ns_pid"
 	SynthVarLastNsTid             = "last_ns_tid"
 	SynthVarLastTid               = "last_tid"
@@ -326,7 +325,6 @@ const (
 	SynthVarUnusedSynthWalk       = "unused_synth_walk"
 	SynthVarVmaSessionMin         = "vma_session_min"
 	SynthVarWalkOk                = "walk_ok"
-	SynthVarWalksInvalid          = "walks_invalid"
 	SynthVarX86Vsyscall           = "x86_vsyscall"
 )
 
@@ -409,7 +407,6 @@ type SynthMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthVariableSpecs struct {
 	ChunkLimit            *ebpf.VariableSpec `ebpf:"chunk_limit"`
-	FailTgid              *ebpf.VariableSpec `ebpf:"fail_tgid"`
 	LastNsPid             *ebpf.VariableSpec `ebpf:"last_ns_pid"`
 	LastNsTid             *ebpf.VariableSpec `ebpf:"last_ns_tid"`
 	LastTid               *ebpf.VariableSpec `ebpf:"last_tid"`
@@ -433,7 +430,6 @@ type SynthVariableSpecs struct {
 	UnusedSynthWalk       *ebpf.VariableSpec `ebpf:"unused_synth_walk"`
 	VmaSessionMin         *ebpf.VariableSpec `ebpf:"vma_session_min"`
 	WalkOk                *ebpf.VariableSpec `ebpf:"walk_ok"`
-	WalksInvalid          *ebpf.VariableSpec `ebpf:"walks_invalid"`
 	X86Vsyscall           *ebpf.VariableSpec `ebpf:"x86_vsyscall"`
 }
 
@@ -489,7 +485,6 @@ func (m *SynthMaps) Close() error {
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthVariables struct {
 	ChunkLimit            *ebpf.Variable `ebpf:"chunk_limit"`
-	FailTgid              *ebpf.Variable `ebpf:"fail_tgid"`
 	LastNsPid             *ebpf.Variable `ebpf:"last_ns_pid"`
 	LastNsTid             *ebpf.Variable `ebpf:"last_ns_tid"`
 	LastTid               *ebpf.Variable `ebpf:"last_tid"`
@@ -513,7 +508,6 @@ type SynthVariables struct {
 	UnusedSynthWalk       *ebpf.Variable `ebpf:"unused_synth_walk"`
 	VmaSessionMin         *ebpf.Variable `ebpf:"vma_session_min"`
 	WalkOk                *ebpf.Variable `ebpf:"walk_ok"`
-	WalksInvalid          *ebpf.Variable `ebpf:"walks_invalid"`
 	X86Vsyscall           *ebpf.Variable `ebpf:"x86_vsyscall"`
 }
 

@@ -95,10 +95,6 @@ struct {
 /* Set by userspace. */
 volatile __u32 chunk_limit = 1 << 16; /* ring bytes one task may emit */
 volatile __u32 resume_mode;           /* walk VMAs only: no COMM, no FORK */
-volatile __u32 fail_tgid;             /* tests: this process's walk fails */
-
-/* Read by userspace: walks that failed validation. */
-__u64 walks_invalid;
 
 /* For bpf2go: emit these into BTF, for the Go side's layouts. */
 const struct synth_walk *unused_synth_walk __attribute__((unused));
@@ -446,8 +442,6 @@ static __always_inline void walk_verdict(struct walk *c, struct mm_struct *mm, s
 	 * mm freed meanwhile and reused would pass every check above). */
 	if (*(volatile __u64 *)&c->t->mm != (__u64)mm)
 		c->w->status = SYNTH_WALK_INVALID;
-	if (c->w->tgid == fail_tgid)
-		c->w->status = SYNTH_WALK_INVALID;
 	if (c->w->status == SYNTH_WALK_DONE && c->w->count != c->w->map_count)
 		c->w->status = SYNTH_WALK_INVALID;
 }
@@ -519,14 +513,11 @@ static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 	c->w->count += before;
 	walk_verdict(c, mm, ra);
 	if (!c->b) /* the floor */
-		goto count;
+		return;
 	walk_note_resume(c, mm, ra, &next);
 report:
 	if (c->b)
 		walk_report(c);
-count:
-	if (c->w->status == SYNTH_WALK_INVALID)
-		__sync_fetch_and_add(&walks_invalid, 1);
 }
 
 /* FORK, NAMESPACES (on request) and COMM of a task, into the batch. */

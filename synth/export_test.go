@@ -6,8 +6,8 @@ import (
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 )
 
-// BPF is the BPF method without the live side-band, with the test hooks
-// of the method underneath (FailWalk, InjectFault, EmitStale, Walk).
+// BPF is the BPF method without the live side-band, with what the
+// method underneath says of its walk (Walk).
 type BPF struct {
 	*bpfmethod.BPF
 	m *Method
@@ -36,19 +36,6 @@ func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, err
 	return b.m.Dump(ctx, emit)
 }
 
-// FailWalk makes the maple walk of process pid fail its validation, as
-// if the process had changed while it was read: tests of the fallback.
-func FailWalk(b *BPF, pid int) error { return b.FailWalk(pid) }
-
 // RefuseProgram makes a BPF program fail to load, as on a kernel that
 // lacks what it needs, until restore is called.
 func RefuseProgram(name string) (restore func()) { return bpfmethod.RefuseProgram(name) }
-
-// Faults of the maple walk, for tests (see bpfmethod.Fault).
-const (
-	FaultLoseResume = bpfmethod.FaultLoseResume
-	FaultResumeSeq  = bpfmethod.FaultResumeSeq
-	FaultResumeMM   = bpfmethod.FaultResumeMM
-	FaultResumePid  = bpfmethod.FaultResumePid
-	FaultDropWalk   = bpfmethod.FaultDropWalk
-)

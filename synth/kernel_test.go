@@ -134,36 +134,3 @@ func TestKernelFallbacks(t *testing.T) {
 		}
 	})
 }
-
-// On a kernel with the maple walk, the task_vma iterator is loaded only
-// for a process whose walk did not hold. Should that load fail, the dump
-// fails naming it: a process is never left out, nor read in part.
-func TestKernelFallbackLoadsLate(t *testing.T) {
-	needMaple(t)
-	p := testproc.StartT(t, everything)
-	opts := synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: true, NoKernel: true, NoBuildID: true}
-	t.Run("held", func(t *testing.T) {
-		defer synth.RefuseProgram("dump_vma")()
-		d := runDump(t, opts)
-		if d.stats.Walk != synth.WalkMaple || d.stats.WalksInvalid != 0 {
-			t.Errorf("walk %q, %d walks failed; want maple, 0", d.stats.Walk, d.stats.WalksInvalid)
-		}
-		want, ok := tryProcKeys(p.Pid, false) // without build IDs, as dumped
-		if diff := sameMaps(want, d.of(p.Pid)); !ok || len(diff) > 0 {
-			t.Errorf("pid %d differs from /proc:\n%s", p.Pid, strings.Join(diff, "\n"))
-		}
-	})
-	t.Run("fell-back", func(t *testing.T) {
-		defer synth.RefuseProgram("dump_vma")()
-		b, err := synth.NewBPF(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Close()
-		b.InjectFault(p.Pid, synth.FaultDropWalk)
-		_, err = b.Dump(context.Background(), func([]byte) error { return nil })
-		if err == nil || !strings.Contains(err.Error(), "dump_vma") {
-			t.Fatalf("dump whose walk fell back without dump_vma: %v, want its load error", err)
-		}
-	})
-}

@@ -1,14 +1,11 @@
 package synth_test
 
 import (
-	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
@@ -46,45 +43,6 @@ func TestWalksAgree(t *testing.T) {
 	t.Logf("%d processes compared; maple: %+v", checked, maple.stats)
 }
 
-// Each fault of a walk in chunks ends in the fallback, counted, and in
-// records equal to /proc: a resume state lost, a writer between chunks,
-// the mm replaced between chunks, the record that ends the walk lost
-// with its batch.
-func TestWalkFaults(t *testing.T) {
-	needMaple(t)
-	p := testproc.StartT(t, everything)
-	for _, tc := range []struct {
-		name  string
-		fault bpfmethod.Fault
-	}{
-		{"resume-lost", synth.FaultLoseResume},
-		{"sequence-moved", synth.FaultResumeSeq},
-		{"mm-replaced", synth.FaultResumeMM},
-		{"pid-reused", synth.FaultResumePid},
-		{"walk-record-lost", synth.FaultDropWalk},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b, err := synth.NewBPF(synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: true, RingPages: synth.MinRingPages})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			b.InjectFault(p.Pid, tc.fault)
-			d := &dumped{comms: map[uint32]string{}, forks: map[uint32]uint32{}}
-			d.stats, err = b.Dump(context.Background(), func(rec []byte) error {
-				return d.add(rec, synth.DefaultSampleType)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.stats.Resumed == 0 || d.stats.WalksInvalid != 1 {
-				t.Errorf("%d chunks resumed, %d walks failed; want some, and 1", d.stats.Resumed, d.stats.WalksInvalid)
-			}
-			checkProc(t, p, d, true)
-		})
-	}
-}
-
 // A mapping of a file whose path is 4095 bytes, the longest there is, is
 // walked like any other: the maple walk holds (it once took the path and
 // its NUL, 4096 bytes, for none, and fell back for every such process).
@@ -104,36 +62,6 @@ func TestWalkMaxPath(t *testing.T) {
 		t.Errorf("records of the 4095-byte path: %v", got)
 	}
 	checkProc(t, p, d, false)
-}
-
-// A walk that fails validation is thrown away and the process is read
-// again with the iterator: the dump stays exact, and says so.
-func TestWalkFallback(t *testing.T) {
-	needMaple(t)
-	p := testproc.StartT(t, everything)
-	for _, pages := range []int{0, synth.MinRingPages} {
-		t.Run(fmt.Sprintf("ring-pages=%d", pages), func(t *testing.T) {
-			b, err := synth.NewBPF(synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: true, RingPages: pages})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			if err := synth.FailWalk(b, p.Pid); err != nil {
-				t.Fatal(err)
-			}
-			d := &dumped{comms: map[uint32]string{}, forks: map[uint32]uint32{}}
-			d.stats, err = b.Dump(context.Background(), func(rec []byte) error {
-				return d.add(rec, synth.DefaultSampleType)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.stats.WalksInvalid != 1 {
-				t.Errorf("%d walks failed, want 1", d.stats.WalksInvalid)
-			}
-			checkProc(t, p, d, true)
-		})
-	}
 }
 
 // A process with more records than one object may put into the rings is

@@ -85,7 +85,7 @@ type BPF struct {
 	hold   *walkHold // the maple walk's records, kept between dumps for their memory
 	// unmapLinks attach the unmap programs (WatchUnmaps).
 	unmapLinks []link.Link
-	fault      faultAt    // tests: see InjectFault
+	fault      faultAt    // tests: see injectFault
 	stuck      stuckReads // dump_vma reads given up on (see lockwait.go)
 	// early are the files whose build-ID read began during this dump's
 	// walk (startPending).

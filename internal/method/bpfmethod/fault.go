@@ -7,49 +7,44 @@ import (
 	synthbpf "github.com/synth-dev/synth/bpf"
 )
 
-// Fault is a failure a test makes happen to the maple walk of one
-// process, to show that each ends in exact records or the fallback,
-// never in a silent loss. The resume faults need a process walked in
-// more than one chunk.
-type Fault int
+// fault is a failure the package's tests make happen to the maple walk
+// of one process (injectFault), to show that each ends in exact records
+// or the fallback, never in a silent loss. Each is made in userspace, on
+// what the programs left: the object a dump loads carries nothing for
+// tests. The resume faults need a process walked in more than one
+// chunk.
+type fault int
 
-// Faults.
 const (
-	FaultNone       Fault = iota
-	FaultLoseResume       // its resume state is gone before its next chunk
-	FaultResumeSeq        // a writer ran between its chunks: mm_lock_seq moved on
-	FaultResumeMM         // its mm was replaced between its chunks
-	FaultDropWalk         // the record that ends its walk is lost with its batch
-	FaultResumePid        // its pid was taken by another process between its chunks
+	faultNone        fault = iota
+	faultLoseResume        // its resume state is gone before its next chunk
+	faultResumeSeq         // a writer ran between its chunks: mm_lock_seq moved on
+	faultResumeMM          // its mm was replaced between its chunks
+	faultResumePid         // its pid was taken by another process between its chunks
+	faultDropWalk          // the record that ends its walk is lost with its batch
+	faultWalkInvalid       // its walk did not hold: the record that ends it says so
 )
 
-// faultAt is a Fault and the process it happens to.
+// faultAt is a fault and the process it happens to; the zero value is
+// none.
 type faultAt struct {
-	f   Fault
+	f   fault
 	pid uint32
-}
-
-// InjectFault makes f happen to the walk of process pid in the dumps
-// that follow; FaultNone ends it.
-func (b *BPF) InjectFault(pid int, f Fault) {
-	b.fault = faultAt{f, uint32(pid)}
-	if b.hold == nil {
-		b.hold = newWalkHold()
-	}
-	b.hold.dropWalk = 0
-	if f == FaultDropWalk {
-		b.hold.dropWalk = uint32(pid)
-	}
 }
 
 // apply makes a resume fault happen before the chunks of pids run: it
 // changes the walk's saved place (struct resume_at, bpf/walk.bpf.h) so
 // that the next chunk must refuse it.
 func (fa faultAt) apply(objs *objects, pids []int) error {
-	if fa.f == FaultNone || fa.f == FaultDropWalk || !slices.Contains(pids, int(fa.pid)) {
+	switch fa.f {
+	case faultLoseResume, faultResumeSeq, faultResumeMM, faultResumePid:
+	default:
 		return nil
 	}
-	if fa.f == FaultLoseResume {
+	if !slices.Contains(pids, int(fa.pid)) {
+		return nil
+	}
+	if fa.f == faultLoseResume {
 		return objs.Resumes.Delete(fa.pid)
 	}
 	var v synthbpf.SynthResumeAt
@@ -57,12 +52,28 @@ func (fa faultAt) apply(objs *objects, pids []int) error {
 		return fmt.Errorf("fault: resume state of %d: %w", fa.pid, err)
 	}
 	switch fa.f {
-	case FaultResumeMM:
+	case faultResumeMM:
 		v.Mm += 2
-	case FaultResumePid:
+	case faultResumePid:
 		v.Start += 2
 	default:
 		v.Seq += 2
 	}
 	return objs.Resumes.Put(fa.pid, &v)
+}
+
+// walkEnd is the status with which the record that ends a walk of
+// process pid arrives, given the status the program wrote: the record
+// is lost (false), or says that the walk did not hold.
+func (fa faultAt) walkEnd(pid, status uint32) (uint32, bool) {
+	if fa.pid == 0 || pid != fa.pid || status != walkDone {
+		return status, true
+	}
+	switch fa.f {
+	case faultDropWalk:
+		return status, false // as if its batch was lost after the chunks before
+	case faultWalkInvalid:
+		return walkInvalid, true
+	}
+	return status, true
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -166,7 +167,7 @@ func (o *objects) load(name string) (*ebpf.Program, error) {
 	if !ok {
 		return nil, fmt.Errorf("no program %s in the BPF object", name)
 	}
-	if name == refused {
+	if r := refused.Load(); r != nil && *r == name {
 		ps = refusedProgram(ps)
 	}
 	start := time.Now()
@@ -199,7 +200,7 @@ func (o *objects) load(name string) (*ebpf.Program, error) {
 
 // refused is a program the kernel's verifier is made to refuse: tests
 // of the fallbacks set it with RefuseProgram.
-var refused string
+var refused atomic.Pointer[string]
 
 // RefuseProgram makes the kernel refuse the program name (as in
 // bpf/synth.bpf.c) from now on, until the returned func is called: for
@@ -208,9 +209,13 @@ var refused string
 // returns an unset R0, so that the verifier of the running kernel
 // refuses it and says why in its own words, as it does a program that
 // needs what the kernel lacks.
+//
+// It is the package's one exported test hook: the fallbacks it tests
+// are OpenMethod's and synth dump's, in the packages above, whose tests
+// cannot reach an unexported name here. Nothing else sets it.
 func RefuseProgram(name string) (restore func()) {
-	refused = name
-	return func() { refused = "" }
+	refused.Store(&name)
+	return func() { refused.Store(nil) }
 }
 
 // refusedProgram is ps cut down to an "exit" the verifier refuses ("R0

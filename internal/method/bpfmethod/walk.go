@@ -11,7 +11,6 @@ import (
 
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/assemble"
-	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/buildid"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
@@ -61,7 +60,7 @@ type walkHold struct {
 	invalid  int
 	closed   map[uint32]struct{} // processes whose walk ended, and held
 	seen     map[uint32]struct{} // processes with a walk record in the pass being read
-	dropWalk uint32              // tests: the walk records of this process are lost
+	fault    faultAt             // tests: see injectFault
 	pending  func([]byte) error  // takes SYNTH_RECORD_PENDING records
 }
 
@@ -184,8 +183,9 @@ func (h *walkHold) end(rec []byte) error {
 	}
 	pid := perfdata.RecordView(rec).Pid()
 	status := hostOrder.Uint32(rec[walkStatus:])
-	if pid == h.dropWalk && pid != 0 && status == walkDone {
-		return nil // as if its batch was lost after the chunks before
+	status, ok := h.fault.walkEnd(pid, status)
+	if !ok {
+		return nil
 	}
 	if _, dup := h.seen[pid]; dup {
 		// Walked twice in one pass (its leader exited and a thread
@@ -385,6 +385,7 @@ func (b *BPF) readHeld(ctx context.Context, d *assemble.Assembler) error {
 	}
 	h := b.hold
 	h.reset(d)
+	h.fault = b.fault
 	h.pending = b.startPending
 	if b.early == nil {
 		b.early = make(map[synthbpf.SynthSynthFileKey]struct{})
@@ -526,23 +527,4 @@ func expandNext(buf, prev, next []byte) ([]byte, error) {
 	m.SetRange(ne.Uint64(next[nextAddr:]), ne.Uint64(next[nextAddr+8:]), ne.Uint64(next[nextAddr+16:]))
 	m.SetProt(ne.Uint32(next[nextProt:]), ne.Uint32(next[nextProt+4:]))
 	return buf, nil
-}
-
-// FailWalk makes the maple walk of process pid fail its validation, as
-// if the process had changed while it was read: for tests of the
-// fallback.
-func (b *BPF) FailWalk(pid int) error { return b.objs.FailTgid.Set(uint32(pid)) }
-
-// EmitStale runs the thread pass over process pid under generation gen,
-// leaving its records in the rings unread: for tests of the generation
-// rule, which must drop them.
-func (b *BPF) EmitStale(pid int, gen uint64) error {
-	p, err := b.objs.program(synthbpf.SynthProgDumpTask)
-	if err != nil {
-		return err
-	}
-	if err := b.objs.SynthGen.Set(gen); err != nil {
-		return err
-	}
-	return bpfiter.Drain(p, pid)
 }
