@@ -50,7 +50,11 @@ static __always_inline __u32 pidns_nr(struct pid *pid, const struct pidns *ns)
 	return u.ns == ns->ns ? u.nr : 0;
 }
 
-/* The process and thread ids of task in ns. */
+/* The process and thread ids of task in ns. In a namespace other than
+ * the initial one either is 0 for a task released since the iterator
+ * found it (release_task() detaches its struct pids): no process of the
+ * namespace has it, and a record of it would name pid 0. In the initial
+ * namespace they are the task's own, as perf and /proc give them. */
 static __always_inline void pidns_task(struct task_struct *task, const struct pidns *ns,
 				       __u32 *pid, __u32 *tid)
 {

@@ -70,6 +70,8 @@ int dump_task(struct bpf_iter__task *ctx)
 		return 0;
 	reader_pidns(&pns);
 	pidns_task(task, &pns, &pid, &tid);
+	if (!pid || !tid)
+		return 0; /* released meanwhile (see pidns_task) */
 	f.h.time = now;
 	fill_fork(&f, task, &pns, pid, tid);
 	emit(ctx, seq, &f.h, sizeof(f));
@@ -111,8 +113,12 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 
 		reader_pidns(&pns);
 		pidns_task(task, &pns, &last_ns_pid, &last_ns_tid);
-		/* The process may be newer than the task pass: name it. */
+		/* Released meanwhile (see pidns_task): no record, and the
+		 * same question at each of its VMAs. */
+		if (!last_ns_pid || !last_ns_tid)
+			return 0;
 		last_tid = tid;
+		/* The process may be newer than the task pass: name it. */
 		emit_comm(ctx, seq, task, last_ns_pid, last_ns_tid, now);
 	}
 	vmf = vma->vm_flags;

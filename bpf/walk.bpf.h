@@ -542,7 +542,9 @@ static __always_inline void walk_task_records(struct walk *c, struct task_struct
 }
 
 /* Sets up the walk state of task (t: the same, untrusted); false when
- * the maps are missing. */
+ * the maps are missing, or when the reader's namespace numbers the task
+ * no more (see pidns_task): it was released since the iterator found it,
+ * and /proc has it no more. */
 static __always_inline bool walk_init(struct walk *c, struct task_struct *task, struct task_struct *t)
 {
 	__u32 zero = 0;
@@ -558,6 +560,8 @@ static __always_inline bool walk_init(struct walk *c, struct task_struct *task, 
 	w->seq = 0;
 	reader_pidns(&c->ns);
 	pidns_task(t, &c->ns, &w->tgid, &w->tid);
+	if (!w->tgid || !w->tid)
+		return false;
 	w->now = bpf_ktime_get_ns();
 	w->bytes = 0;
 	w->prev_end = 0;
