@@ -1,15 +1,17 @@
 package synth_test
 
 import (
+	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
+	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/perfdata"
@@ -86,24 +88,21 @@ func TestTableApply(t *testing.T) {
 	}
 }
 
-// unmapRec is a KindUnmap record (bpf/synth.h, struct synth_unmap after
-// its synth_hdr).
+// unmapRec is a KindUnmap record of a range that went.
 func unmapRec(pid uint32, start, end, to, toEnd uint64) *synth.Record {
-	return unmapWhat(pid, 1, start, end, to, toEnd) // SYNTH_UNMAP_GONE
+	return unmapWhat(pid, synthbpf.SynthSynthUnmapWhatSYNTH_UNMAP_GONE, start, end, to, toEnd)
 }
 
-func unmapWhat(pid, what uint32, start, end, to, toEnd uint64) *synth.Record {
-	raw := binary.NativeEndian.AppendUint32(nil, 0x5e03) // type
-	raw = binary.NativeEndian.AppendUint16(raw, 0)       // misc
-	raw = binary.NativeEndian.AppendUint16(raw, 56)      // size
-	raw = binary.NativeEndian.AppendUint32(raw, pid)
-	raw = binary.NativeEndian.AppendUint32(raw, pid)
-	raw = binary.NativeEndian.AppendUint32(raw, what)
-	raw = binary.NativeEndian.AppendUint32(raw, 0)
-	for _, v := range []uint64{start, end, to, toEnd} {
-		raw = binary.NativeEndian.AppendUint64(raw, v)
-	}
-	return &synth.Record{Kind: synth.KindUnmap, Raw: raw}
+// unmapWhat is a KindUnmap record as the programs write it: struct
+// synth_unmap (bpf/synth.h) after its synth_hdr, in the layout bpf2go
+// generated from the C.
+func unmapWhat(pid uint32, what synthbpf.SynthSynthUnmapWhat, start, end, to, toEnd uint64) *synth.Record {
+	u := synthbpf.SynthSynthUnmap{Pid: pid, Tid: pid, What: uint32(what), Start: start, End: end, To: to, ToEnd: toEnd}
+	size := unsafe.Sizeof(u) - unsafe.Offsetof(u.Header)
+	u.Header.Type = uint32(synthbpf.SynthSynthRecordTypeSYNTH_RECORD_UNMAP)
+	u.Header.Size = uint16(size)
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&u.Header)), size)
+	return &synth.Record{Kind: synth.KindUnmap, Raw: bytes.Clone(raw)}
 }
 
 // A KindUnmap cuts its range out, splitting what it overlaps in part;
@@ -134,7 +133,7 @@ func TestTableUnmap(t *testing.T) {
 		// (mmap2 gives prot 5; c is a data mapping, prot 3).
 		{&synth.Record{Kind: synth.KindLive, Raw: data.Append(nil, 0, nil)},
 			"[1000-2000@0 a][2800-3000@0 c][3000-4000@2000 a][20000-21000@4000 b]"},
-		{unmapWhat(1, 2, 0x1800, 0x3800, 0, 0), "[1000-1800@0 a][2800-3000@0 c][3800-4000@2800 a][20000-21000@4000 b]"},
+		{unmapWhat(1, synthbpf.SynthSynthUnmapWhatSYNTH_UNMAP_NOEXEC, 0x1800, 0x3800, 0, 0), "[1000-1800@0 a][2800-3000@0 c][3800-4000@2800 a][20000-21000@4000 b]"},
 	} {
 		if err := tb.Apply(step.rec); err != nil {
 			t.Fatal(err)
