@@ -7,7 +7,8 @@
  *
  * The default dump is one iterator, dump_tasks (iter/task; the walk is in
  * walk.bpf.h):
- * FORK, NAMESPACES (on request) and COMM for every task, and, for each
+ * FORK, NAMESPACES (on request) and COMM for every task (but one released
+ * while the dump reads it, see pidns_task), and, for each
  * process, the MMAP2 records of a validated walk of its maple tree.
  * With --walk iter, and for a process whose walk did not hold, two
  * iterators run instead, one after the other:

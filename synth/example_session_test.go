@@ -74,7 +74,7 @@ func ExampleSession() {
 // then the live records of the next second. ReadContext ends the loop.
 func ExampleSession_ReadContext() {
 	s, err := synth.NewSession(synth.SessionOptions{
-		Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}}, // nil: the whole host
+		Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}}, // the zero Target: the whole host
 		Sample:  &synth.SampleOptions{Freq: 999},                               // optional cpu-clock samples
 	})
 	if err != nil {

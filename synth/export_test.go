@@ -14,7 +14,7 @@ type BPF struct {
 }
 
 // NewBPF opens the BPF method without the live side-band, for tests of
-// its hooks.
+// its walks.
 func NewBPF(opts Options) (*BPF, error) {
 	d, err := opts.open()
 	if err != nil {
@@ -24,7 +24,7 @@ func NewBPF(opts Options) (*BPF, error) {
 	if err != nil {
 		return nil, public(err)
 	}
-	m := &Method{name: MethodBPF, partial: len(d.Pids) > 0, d: converted{m: b, attrs: optionAttrs(d)}}
+	m := &Method{name: MethodBPF, partial: partial(d), d: converted{m: b, attrs: optionAttrs(d)}}
 	return &BPF{BPF: b, m: m}, nil
 }
 

@@ -60,7 +60,8 @@ type MethodOptions struct {
 
 // OpenMethod opens the method name (MethodAuto if ""). A missing
 // privilege gives a *PermissionError; procquery on a kernel without it,
-// ErrNoProcquery. With MethodAuto it tries bpf, then the faster of the
+// ErrNoProcquery; a target that names no task, or that no process
+// matches, ErrNoProcess or ErrNoMatch (see Target.Processes). With MethodAuto it tries bpf, then the faster of the
 // /proc methods on this CPU (procquery, unless the kernel isolates its
 // page tables against Meltdown, where each of procquery's many ioctls
 // switches them), then the other; the error of the last says why none
@@ -117,8 +118,11 @@ func openMethod(name string, opts MethodOptions, d assemble.Options) (*Method, e
 	if err != nil {
 		return nil, public(err)
 	}
-	return &Method{name: name, partial: len(d.Pids) > 0 || len(d.Tids) > 0, d: m}, nil
+	return &Method{name: name, partial: partial(d), d: m}, nil
 }
+
+// partial reports whether d reads only some processes.
+func partial(d assemble.Options) bool { return len(d.Pids) > 0 || len(d.Tids) > 0 }
 
 // Name is the method opened: MethodBPF, MethodProcmaps or
 // MethodProcquery.

@@ -68,7 +68,7 @@ type Options struct {
 }
 
 // internal is o as the methods take it, for the whole host: every field
-// but the target, which resolve adds (TestOptionsInternal checks that
+// but the target, which open adds (TestOptionsInternal checks that
 // none is left out).
 func (o *Options) internal() assemble.Options {
 	return assemble.Options{
@@ -207,7 +207,7 @@ type Stats struct {
 	// Live are the live records written with the dump: what changed
 	// while it ran (the BPF method with its side-band).
 	Live    int
-	Skipped int // requested processes that were gone
+	Skipped int // processes of the target that were gone by the dump
 	// Unreadable are processes whose mappings the /proc methods were not
 	// allowed to read (another user's, without CAP_SYS_PTRACE): they
 	// are reported with their threads and without mappings.

@@ -98,49 +98,51 @@ func TestStatsOf(t *testing.T) {
 	}
 }
 
-// internal carries every field of Options but the target, under the same
-// name, and open adds the target's processes and threads: a field added
-// to one and not the other, or not copied, fails here.
+// internal carries every field of Options but the target to the field of
+// the same name, and that one only, and open adds the target's processes
+// and threads: a field added to one and not the other, left out, or
+// copied into another, fails here.
 func TestOptionsInternal(t *testing.T) {
-	var o Options
-	v := reflect.ValueOf(&o).Elem()
-	for i := range v.NumField() {
-		f := v.Field(i)
-		switch name := v.Type().Field(i).Name; {
-		case name == "Target":
-			o.Target = Target{Tids: []int{os.Getpid()}}
+	typ := reflect.TypeFor[Options]()
+	if n := reflect.TypeFor[assemble.Options]().NumField(); n != typ.NumField()+1 {
+		t.Errorf("assemble.Options has %d fields, Options %d and a target", n, typ.NumField())
+	}
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		if name == "Target" {
+			continue
+		}
+		var o Options
+		f := reflect.ValueOf(&o).Elem().Field(i)
+		switch {
 		case f.Kind() == reflect.Bool:
 			f.SetBool(true)
 		case f.Kind() == reflect.String:
 			f.SetString("x")
 		case f.CanInt():
-			f.SetInt(int64(i + 1))
+			f.SetInt(7)
 		case f.CanUint():
-			f.SetUint(uint64(i + 1))
+			f.SetUint(7)
 		default:
 			t.Fatalf("Options.%s: kind %v not filled here", name, f.Kind())
 		}
-	}
-	d := o.internal()
-	d.Pids, d.Tids = []int{os.Getpid()}, o.Target.Tids
-	a := reflect.ValueOf(d)
-	if a.NumField() != v.NumField()+1 {
-		t.Errorf("assemble.Options has %d fields, Options %d and a target", a.NumField(), v.NumField())
-	}
-	for i := range a.NumField() {
-		name := a.Type().Field(i).Name
-		if name == "Pids" || name == "Tids" {
-			continue
+		a := reflect.ValueOf(o.internal())
+		for j := range a.NumField() {
+			got, aName := a.Field(j), a.Type().Field(j).Name
+			switch {
+			case aName == name && !reflect.DeepEqual(got.Interface(), f.Interface()):
+				t.Errorf("internal copies Options.%s = %v as %v", name, f, got)
+			case aName != name && !got.IsZero():
+				t.Errorf("internal copies Options.%s into assemble.Options.%s", name, aName)
+			}
 		}
-		if !v.FieldByName(name).IsValid() {
-			t.Errorf("Options has no field %s", name)
-		} else if a.Field(i).IsZero() {
-			t.Errorf("internal leaves assemble.Options.%s zero", name)
+		if !a.FieldByName(name).IsValid() {
+			t.Errorf("assemble.Options has no field %s", name)
 		}
 	}
 
 	// open resolves the target: a thread names its process.
-	o = Options{Target: Target{Tids: []int{os.Getpid()}}}
+	o := Options{Target: Target{Tids: []int{os.Getpid()}}}
 	r, err := o.open()
 	if err != nil {
 		t.Fatal(err)

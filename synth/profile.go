@@ -66,7 +66,8 @@ type Profiler struct {
 }
 
 // NewProfiler opens the session of a profile. Missing privileges give a
-// *PermissionError. Run or Close must follow.
+// *PermissionError, and a target that names no task or matches no
+// process an error as OpenMethod says. Run or Close must follow.
 func NewProfiler(opts ProfileOptions) (*Profiler, error) {
 	p := &Profiler{opts: opts, start: time.Now()}
 	sample := &SampleOptions{Freq: opts.Freq, Callchain: opts.Callchain, OnExec: opts.OnExec, Stopped: !opts.OnExec}

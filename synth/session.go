@@ -180,7 +180,8 @@ type SessionStats struct {
 	UnmapsMissed uint64
 	Filtered     uint64 // live records and samples of processes outside Options.Target
 	// FilteredSamples are the samples among them: none unless a task
-	// left the target (the sampler is opened on the target's tasks).
+	// left the target (the sampler is opened on the target's tasks), or,
+	// for a cgroup, joined the cgroup after the target was resolved.
 	FilteredSamples uint64
 }
 
@@ -237,7 +238,8 @@ type Session struct {
 
 // NewSession loads the BPF programs, opens the rings with the live
 // side-band (and the sampling event, if any) on every CPU, and starts
-// streaming. Missing privileges give a *PermissionError.
+// streaming. Missing privileges give a *PermissionError; a target that
+// names no task or matches no process, as OpenMethod says.
 func NewSession(opts SessionOptions) (*Session, error) {
 	d, err := opts.open()
 	if err != nil {

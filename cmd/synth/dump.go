@@ -106,6 +106,9 @@ func (d *dumpArgs) check(fs *flag.FlagSet, stdout *os.File) error {
 	if d.opts.Target, err = d.tf.target(); err != nil {
 		return err
 	}
+	if d.method == bench.MethodFloor && d.tf.set() {
+		return errors.New("--method floor walks every process: it takes no target (-p, -t, -u, -G)")
+	}
 	if d.out == "" {
 		return checkStdout(stdout)
 	}

@@ -34,6 +34,7 @@ func TestTargetErrors(t *testing.T) {
 		{[]string{"dump", "-G", "/synth-no-such-cgroup"}, exitError, "cgroup /synth-no-such-cgroup: no such cgroup"},
 		{[]string{"dump", "-p", "1", "-u", "root"}, exitUsage, "choose one of"},
 		{[]string{"dump", "--tid", "x"}, exitUsage, `--tid: bad id "x"`},
+		{[]string{"dump", "--method", "floor", "-p", "1"}, exitUsage, "it takes no target"},
 		{[]string{"record", "-t", unused}, exitError, "no such process: " + unused},
 		{[]string{"record", "-G", "/synth-no-such-cgroup"}, exitError, "no such cgroup"},
 		{[]string{"record", "-a", "-u", "root"}, exitUsage, "-a takes neither"},

@@ -56,8 +56,8 @@ type RingConfig struct {
 type SampleScope struct {
 	// Tasks, when set, has the sampler opened per task and per CPU:
 	// perf record -p, -t, -u and a command. A task that has exited by
-	// then is left out; Sampler.Inherit says whether children are
-	// sampled.
+	// then is left out; AttrInherit in the Sampler's flags says whether
+	// children are sampled.
 	Tasks []int
 	// Cgroup, when set, is a cgroup directory: the sampler is opened
 	// per CPU for the tasks in that cgroup and below it
