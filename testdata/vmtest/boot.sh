@@ -255,18 +255,27 @@ mkfs.ext4 -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "$tmp/scratch.img
 # than the host's runs under TCG alone.
 # arm64: pauth-impdef=on has TCG use QEMU's own pointer-authentication
 # hash instead of the architected QARMA, much faster.
+# amd64: TCG runs the vCPUs in one host thread (thread=single). With a
+# thread per vCPU, x86 guests oopsed now and then on an int3 in the
+# syscall entry or exit path (6.18.15 and 7.3.4, in trace_syscall_enter
+# and syscall_exit_work) while the tests attached or detached syscall
+# tracepoints: the kernel patches a static branch with an int3 first
+# and serializes every CPU before it removes it (text_poke_bp), and a
+# vCPU in another thread still ran the int3 after that. One thread
+# orders the write and every later fetch. arm64 patches its text under
+# stop_machine, with every other CPU held, and keeps a thread per vCPU.
 case $arch in
-amd64) machine=(qemu-system-x86_64 -machine q35) tcgcpu=max console=ttyS0 ;;
-arm64) machine=(qemu-system-aarch64 -machine virt) tcgcpu=max,pauth-impdef=on console=ttyAMA0 ;;
+amd64) machine=(qemu-system-x86_64 -machine q35) tcg=tcg,thread=single tcgcpu=max console=ttyS0 ;;
+arm64) machine=(qemu-system-aarch64 -machine virt) tcg=tcg tcgcpu=max,pauth-impdef=on console=ttyAMA0 ;;
 esac
 [ -n "$native" ] || [ -n "${VMTEST_ACCEL:-}" ] || VMTEST_ACCEL=tcg
 case ${VMTEST_ACCEL:-} in
 kvm) accel=(-accel kvm -cpu host) ;;
-tcg) accel=(-accel tcg -cpu "$tcgcpu") ;;
+tcg) accel=(-accel "$tcg" -cpu "$tcgcpu") ;;
 '') if [ -w /dev/kvm ] && [ -r /dev/kvm ]; then
 	accel=(-accel kvm -cpu host)
 else
-	accel=(-accel tcg -cpu "$tcgcpu")
+	accel=(-accel "$tcg" -cpu "$tcgcpu")
 fi ;;
 *) echo "$0: VMTEST_ACCEL=$VMTEST_ACCEL: want kvm or tcg" >&2; exit 2 ;;
 esac
