@@ -229,8 +229,18 @@ func TestRecordCommand(t *testing.T) {
 	r := runCmd(t, exec.Command(synthBin, "record", "-F", "999", "-g", "-o", file, "--", "timeout", "1", spin))
 	checkRecordExit(t, r, 124) // timeout's status when it had to kill its command
 	got := report(t, perf, "-i", file, "--no-children")
-	if got["spin main_spin"] < 20 || got["libspin.so lib_spin"] < 20 {
-		t.Errorf("samples not on the workload's loops: %v", got)
+	// How much of the second exec, the loader and the kernel take
+	// before the loops start depends on the host's speed (in a TCG
+	// guest, two thirds of it); what does not is that the loops have
+	// nearly all the samples of spin's own code, and each a share.
+	own, loops := 0.0, got["spin main_spin"]+got["libspin.so lib_spin"]
+	for k, v := range got {
+		if strings.HasPrefix(k, "spin ") || strings.HasPrefix(k, "libspin.so ") {
+			own += v
+		}
+	}
+	if got["spin main_spin"] < 5 || got["libspin.so lib_spin"] < 5 || loops < 0.9*own {
+		t.Errorf("samples not on the workload's loops (%.2f%% of spin's own %.2f%%): %v", loops, own, got)
 	}
 	script := exec.Command(perf, "script", "-i", file)
 	script.Env = perfEnv(t)
