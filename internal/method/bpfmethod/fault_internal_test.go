@@ -3,16 +3,15 @@ package bpfmethod
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/synth-dev/synth/internal/assemble"
-	"github.com/synth-dev/synth/internal/elfnote"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
@@ -236,19 +235,28 @@ func (d *procDump) check(t *testing.T, p *testproc.Proc) {
 }
 
 // fileBuildID reads the build ID of the file m maps, through
-// /proc/PID/map_files; nil for none.
+// /proc/PID/map_files, with debug/elf rather than the package's own
+// reader (internal/elfnote); nil for none.
 func fileBuildID(pid int, m procfs.Mapping) []byte {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End))
+	f, err := elf.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End))
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
+	sec := f.Section(".note.gnu.build-id")
+	if sec == nil {
 		return nil
 	}
-	id, _ := elfnote.BuildID(f, fi.Size())
-	return id
+	b, err := sec.Data()
+	if err != nil || len(b) < 16 {
+		return nil
+	}
+	// Elf_Nhdr (namesz, descsz, type), then "GNU\0", then the ID.
+	descsz := f.ByteOrder.Uint32(b[4:])
+	if string(b[12:16]) != "GNU\x00" || uint64(len(b)) < 16+uint64(descsz) {
+		return nil
+	}
+	return b[16 : 16+descsz]
 }
 
 // firstDiff names the first line of two sorted lists that only one has.
