@@ -2,6 +2,7 @@ package synth
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -106,8 +107,7 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 		if !ok {
 			break
 		}
-		// A loss is reported whoever was running when it was noted.
-		if s.tracked != nil && rec.Type() != perfdata.RecordLost && !s.track(rec.Raw, lr.pid) ||
+		if s.tracked != nil && !hostRecord(rec.Type()) && !s.track(rec.Raw, lr.pid) ||
 			s.tids != nil && rec.Kind == KindSample && !s.sampleOfTids(lr.tid) {
 			s.stats.Filtered++
 			if rec.Kind == KindSample {
@@ -172,6 +172,11 @@ func (s *Session) readDump(recs []Record) (int, error) {
 			return n, nil
 		}
 		if s.run == nil || s.run.Done() {
+			if rec := s.markLost(); rec != nil {
+				s.dumpBuf.reset()
+				s.dumpBuf.add(rec)
+				continue
+			}
 			break
 		}
 		s.dumpBuf.reset() // the records handed out are now invalid
@@ -196,6 +201,26 @@ func (s *Session) readDump(recs []Record) (int, error) {
 	return 1, nil
 }
 
+// markLost returns, once per dump, a PERF_RECORD_LOST of the records
+// the dump itself lost (Stats.Lost), to close its synthesized records
+// with: a file written from the stream then says that its state is
+// incomplete, as perf report reads it ("lost N chunks"). nil when the
+// dump lost nothing, or once it was returned.
+func (s *Session) markLost() []byte {
+	if s.run == nil || s.lostMarked {
+		return nil
+	}
+	s.lostMarked = true
+	n := s.run.Lost()
+	if n == 0 {
+		return nil
+	}
+	a := s.attrs[0]
+	id := a.IDs[0]
+	l := perfdata.Lost{ID: id, Lost: n}
+	return l.Append(nil, a.Attr.SampleType, &perfdata.SampleID{ID: id, Identifier: id})
+}
+
 // dumpPart is about how many bytes of a dump's held records a Session
 // writes into its buffer at a time.
 const dumpPart = 256 << 10
@@ -214,7 +239,7 @@ func (s *Session) runDump() {
 		cancel()
 	}()
 	s.dumpBuf.reset()
-	s.dumpRan = true
+	s.dumpRan, s.lostMarked = true, false
 	s.run, s.dumpErr = s.b.Start(ctx, s.dumpBuf.add, s.dumpBuf.addHeld)
 	// The live records the dump drained wait in the queue for its end.
 	s.takeLive()
@@ -300,13 +325,34 @@ func (s *Session) sampleOfTids(tid uint32) bool {
 	return ok
 }
 
-// lostCount returns the count of a PERF_RECORD_LOST record (u64 id, u64
-// lost after the header), and 0 for any other record.
+// lostCount returns what a record says the kernel dropped: the count of
+// a PERF_RECORD_LOST (u64 id, u64 lost after the header) or of a
+// PERF_RECORD_LOST_SAMPLES (u64 lost), and 0 for any other record.
 func lostCount(rec []byte) uint64 {
-	if perfdata.RecordView(rec).Type() != perfdata.RecordLost || !perfdata.LostView(rec).Fits() {
-		return 0
+	switch perfdata.RecordView(rec).Type() {
+	case perfdata.RecordLost:
+		if perfdata.LostView(rec).Fits() {
+			return perfdata.LostView(rec).Lost()
+		}
+	case perfdata.RecordLostSamples:
+		if len(rec) >= 16 {
+			return binary.LittleEndian.Uint64(rec[8:])
+		}
 	}
-	return perfdata.LostView(rec).Lost()
+	return 0
+}
+
+// hostRecord reports whether a record of type t is of the host, not of
+// the task that was running when the kernel noted it: a loss, the
+// kernel's symbols (KSYMBOL, BPF_EVENT: a BPF program may run in any
+// task's kernel stack), a cgroup. Every session keeps them, as perf
+// record keeps them for any target.
+func hostRecord(t perfdata.RecordType) bool {
+	switch t {
+	case perfdata.RecordLost, perfdata.RecordLostSamples, perfdata.RecordKsymbol, perfdata.RecordBPFEvent, perfdata.RecordCgroup:
+		return true
+	}
+	return false
 }
 
 // track reports whether a record of process pid belongs to the session,

@@ -42,10 +42,47 @@ func newSampleScope(o *SampleOptions, t Target, pids []int) (sampleScope, error)
 		// A workload before its exec: the thread that will exec.
 		return sampleScope{SampleScope: bpfmethod.SampleScope{Tasks: pids}, inherit: true}, nil
 	case len(pids) > 0:
-		tids, err := threadsOf(pids)
-		return sampleScope{SampleScope: bpfmethod.SampleScope{Tasks: tids}, inherit: true}, err
+		sc, err := threadScope(pids)
+		return sampleScope{SampleScope: sc, inherit: true}, err
 	}
 	return sampleScope{}, nil
+}
+
+// newLiveScope narrows the side-band to target t, whose processes are
+// pids, as perf record opens its side-band for it: per thread of the
+// processes, inherited, for -p, -t and a command; per CPU for the
+// cgroup of -G. The whole host (-a) and a user (-u) keep the side-band
+// of every task, filtered as it is read: a user's processes include
+// those that other processes start for it later (a login, a cron job),
+// which no event inherited from its present ones would see. The scope
+// holds the cgroup directory open until the events are.
+func newLiveScope(t Target, pids []int) (*bpfmethod.Scope, func(), error) {
+	switch {
+	case t.Cgroup != "":
+		sc, err := cgroupScope(t.Cgroup)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &sc.SampleScope, sc.Close, nil
+	case len(t.Pids) > 0 || len(t.Tids) > 0:
+		sc, err := threadScope(pids)
+		return &sc, func() {}, err
+	}
+	return nil, func() {}, nil
+}
+
+// threadScope is the scope of the threads of processes pids, listed
+// again until no new thread appears (bpfmethod.Scope.Relist).
+func threadScope(pids []int) (bpfmethod.Scope, error) {
+	tids, err := threadsOf(pids)
+	relist := func() ([]int, error) {
+		tids, err := threadsOf(pids)
+		if errors.Is(err, bpfmethod.ErrNoTask) {
+			return nil, nil // exited since: no new thread
+		}
+		return tids, err
+	}
+	return bpfmethod.Scope{Tasks: tids, Relist: relist}, err
 }
 
 // threadsOf returns the threads of the processes pids; a process that

@@ -162,10 +162,13 @@ type SessionStats struct {
 	Samples     uint64 // samples returned
 	Duplicates  uint64 // synthesized records dropped: the live stream had them first
 	Stale       uint64 // synthesized records of another generation dropped
-	Lost        uint64 // synthesized records the programs could not write
+	// Lost are synthesized records the dumps could not write: their
+	// state is incomplete. Each such dump closes its synthesized
+	// records with a PERF_RECORD_LOST of the count.
+	Lost uint64
 	// LiveLost are live records and samples the kernel dropped because
-	// a side-band ring was full; the stream has a PERF_RECORD_LOST
-	// record for them, as perf has.
+	// a side-band ring was full; the stream has the kernel's
+	// PERF_RECORD_LOST (or LOST_SAMPLES) records for them, as perf has.
 	LiveLost uint64
 	// Throttled counts the PERF_RECORD_THROTTLE records the stream has:
 	// times the kernel stopped a sampler for a tick because its
@@ -212,17 +215,20 @@ type Session struct {
 	// The dump being read: Dump asks for it, the first Read runs it
 	// into dumpBuf, and Read hands out its records from there, a
 	// slice each: no copy, no goroutine switch per record.
-	dumpCtx  context.Context
-	dumpRan  bool
-	run      *bpfmethod.Run
-	dumpBuf  recordBuf
-	last     Stats
-	dumpErr  error
-	inDump   bool
-	cancelMu sync.Mutex
-	cancel   context.CancelFunc // stops the dump running, for Close
-	live     liveQueue
-	tracked  map[uint32]struct{} // nil: every process
+	dumpCtx context.Context
+	dumpRan bool
+	// lostMarked: the running dump's PERF_RECORD_LOST was returned
+	// (markLost).
+	lostMarked bool
+	run        *bpfmethod.Run
+	dumpBuf    recordBuf
+	last       Stats
+	dumpErr    error
+	inDump     bool
+	cancelMu   sync.Mutex
+	cancel     context.CancelFunc // stops the dump running, for Close
+	live       liveQueue
+	tracked    map[uint32]struct{} // nil: every process
 	// readStart and readAt are the last dump's ReadTimes: when it began,
 	// and when it read each process.
 	readStart uint64
@@ -252,6 +258,12 @@ func NewSession(opts SessionOptions) (*Session, error) {
 func newSession(opts SessionOptions, d assemble.Options) (*Session, error) {
 	rc := bpfmethod.RingConfig{Pages: opts.RingPages, Sideband: true, Records: opts.recordFlags(), BuildID: !opts.NoBuildID,
 		SampleType: bpfmethod.SidebandSampleType}
+	live, closeLive, err := newLiveScope(opts.Target, d.Pids)
+	if err != nil {
+		return nil, err
+	}
+	defer closeLive()
+	rc.LiveScope = live
 	if opts.Sample != nil {
 		scope, err := newSampleScope(opts.Sample, opts.Target, d.Pids)
 		if err != nil {

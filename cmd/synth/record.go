@@ -210,10 +210,14 @@ func limitFreq(freq uint64, stderr io.Writer) uint64 {
 }
 
 // recordSummary prints what a recording holds and returns its status.
+// Records the kernel dropped (full rings) are a warning, as perf record
+// warns of them and exits 0; records the dump lost leave the file
+// without some of the state it describes, which synth never does
+// silently: status 1. Both are marked in the file (PERF_RECORD_LOST).
 func recordSummary(stderr io.Writer, st synth.ProfileStats) int {
 	s := st.Session
-	fmt.Fprintf(stderr, "synth: recorded %d samples, %d mappings synthesized, %d live records, %d lost, %v\n",
-		s.Samples, st.Dump.Mappings, s.Live, s.Lost, st.Duration.Round(time.Millisecond))
+	fmt.Fprintf(stderr, "synth: recorded %d %s, %d mappings synthesized, %d live records; lost: %d by the kernel, %d of the dump; %v\n",
+		s.Samples, plural(s.Samples, "sample", "samples"), st.Dump.Mappings, s.Live, s.LiveLost, s.Lost, st.Duration.Round(time.Millisecond))
 	if n := len(st.SwitchStalls); n > 0 {
 		fmt.Fprintf(stderr, "synth: %d files, %d switches; each switch's dump took at most %v (mean %v)\n",
 			st.Files, n, slices.Max(st.SwitchStalls).Round(time.Microsecond), mean(st.SwitchStalls).Round(time.Microsecond))
@@ -227,10 +231,18 @@ func recordSummary(stderr io.Writer, st synth.ProfileStats) int {
 			" the output has the THROTTLE records; lower -F\n", s.Throttled)
 	}
 	if s.Lost > 0 {
-		fmt.Fprintf(stderr, "synth: %d records lost: the profile is incomplete (try a larger --ring-pages or a lower -F)\n", s.Lost)
+		fmt.Fprintf(stderr, "synth: the dump lost %d records: the profile is incomplete (try a larger --ring-pages)\n", s.Lost)
 		return exitError
 	}
 	return exitOK
+}
+
+// plural returns one for n == 1, else many.
+func plural(n uint64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // regularOrNew reports whether path names a regular file or nothing.

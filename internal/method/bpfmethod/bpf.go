@@ -388,6 +388,10 @@ func (r *Run) Write(limit int) error {
 // error returned.
 func (r *Run) Done() bool { return r.done }
 
+// Lost returns how many records the dump's programs could not write
+// so far: all of them once Done.
+func (r *Run) Lost() uint64 { return r.d.Stats.Lost }
+
 // Stats returns the counts of the dump.
 func (r *Run) Stats() assemble.Stats {
 	r.d.Stats.Duplicates = r.b.dd.Duplicates - r.dups

@@ -36,6 +36,12 @@ type RingConfig struct {
 	// non-executable mappings, NAMESPACES, CGROUP.
 	Records uint64
 	BuildID bool // live MMAP2 records in build-ID form
+	// LiveScope, when set, narrows the side-band to a target's tasks,
+	// as perf record opens its side-band for one: the kernel then
+	// reports only their records (and the host's KSYMBOL, BPF_EVENT
+	// and CGROUP), so that no other process's records take ring room
+	// from the target's. nil: every task on each CPU (-a, -u).
+	LiveScope *Scope
 	// Sampler, when set, is opened on every CPU, for the tasks Scope
 	// says, with its output redirected into that CPU's side-band ring.
 	Sampler *perfdata.Attr
@@ -49,20 +55,6 @@ type RingConfig struct {
 	// SampleRegsUser goes with a SampleType that has
 	// PERF_SAMPLE_REGS_USER: the kernel refuses that bit without a mask.
 	SampleRegsUser uint64
-}
-
-// SampleScope says which tasks the sampler samples, as perf record opens
-// its events for a target. The zero value samples every task (-a).
-type SampleScope struct {
-	// Tasks, when set, has the sampler opened per task and per CPU:
-	// perf record -p, -t, -u and a command. A task that has exited by
-	// then is left out; AttrInherit in the Sampler's flags says whether
-	// children are sampled.
-	Tasks []int
-	// Cgroup, when set, is a cgroup directory: the sampler is opened
-	// per CPU for the tasks in that cgroup and below it
-	// (PERF_FLAG_PID_CGROUP), as perf record -G.
-	Cgroup *os.File
 }
 
 // outAttr is the attr of the BPF output events: they carry the records
@@ -114,7 +106,8 @@ func (c *RingConfig) LiveAttr() perfdata.Attr {
 type rings struct {
 	cpus     []int
 	out      []*perfring.Event
-	live     []*perfring.Event // nil without a side-band
+	live     []*perfring.Event // nil without a side-band: each CPU's ring owner
+	tasks    []*perfring.Event // the scoped side-band, into live (LiveScope)
 	samplers []*perfring.Event
 	size     int // data bytes per ring
 }
@@ -137,7 +130,41 @@ func openRings(c RingConfig, arr *ebpf.Map) (*rings, error) {
 			return nil, err
 		}
 	}
+	if err := r.openTargets(&c); err != nil {
+		r.Close()
+		return nil, err
+	}
 	return r, nil
+}
+
+// openTargets opens the scoped side-band, then the samplers, into the
+// side-band rings.
+func (r *rings) openTargets(c *RingConfig) error {
+	if !c.Sideband {
+		return nil
+	}
+	if c.LiveScope != nil {
+		if err := r.openScoped(c); err != nil {
+			return err
+		}
+	}
+	if c.Sampler == nil {
+		return nil
+	}
+	switch sc := &c.Scope; {
+	case sc.Cgroup != nil:
+		return r.openCgroup(c.Sampler, sc.Cgroup, &r.samplers, "sampling")
+	case sc.Tasks != nil:
+		return r.openTasks(c.Sampler, sc, &r.samplers, "sampling")
+	}
+	for i, cpu := range r.cpus {
+		ev, err := perfring.Open(c.Sampler, -1, cpu)
+		if err := r.redirect(ev, err, i, "sampling", "every task"); err != nil {
+			return err
+		}
+		r.samplers = append(r.samplers, ev)
+	}
+	return nil
 }
 
 func (r *rings) openCPU(cpu int, c *RingConfig, arr *ebpf.Map) error {
@@ -152,79 +179,17 @@ func (r *rings) openCPU(cpu int, c *RingConfig, arr *ebpf.Map) error {
 	if !c.Sideband {
 		return nil
 	}
-	live, err := openRing(c.LiveAttr(), cpu, c.Pages, "side-band")
+	live, err := openRing(c.ownerAttr(), cpu, c.Pages, "side-band")
 	if err != nil {
 		return err
 	}
 	r.live = append(r.live, live)
-	if c.Sampler == nil {
-		return nil
-	}
-	return r.openSamplers(c, cpu, live)
-}
-
-// openSamplers opens the sampler on one CPU for the tasks of c.Scope.
-func (r *rings) openSamplers(c *RingConfig, cpu int, live *perfring.Event) error {
-	switch sc := c.Scope; {
-	case sc.Cgroup != nil:
-		return r.openSampler(c.Sampler, -1, sc.Cgroup, cpu, live)
-	case sc.Tasks != nil:
-		opened := len(r.samplers)
-		for _, tid := range sc.Tasks {
-			err := r.openSampler(c.Sampler, tid, nil, cpu, live)
-			if errors.Is(err, unix.ESRCH) {
-				continue // exited since it was listed
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if len(r.samplers) == opened {
-			return fmt.Errorf("open sampling event: %w", ErrNoTask)
-		}
-		return nil
-	}
-	return r.openSampler(c.Sampler, -1, nil, cpu, live)
+	return nil
 }
 
 // ErrNoTask says that every task a sampler was to be opened for has
 // exited.
 var ErrNoTask = errors.New("every target task has exited")
-
-// openSampler opens the sampling event a on one CPU, for the tasks of
-// cgroup if set, else for task pid (-1: every task), and sends its
-// samples into that CPU's side-band ring live.
-func (r *rings) openSampler(a *perfdata.Attr, pid int, cgroup *os.File, cpu int, live *perfring.Event) error {
-	var s *perfring.Event
-	var err error
-	if cgroup != nil {
-		s, err = perfring.OpenCgroup(a, cgroup, cpu)
-	} else {
-		s, err = perfring.Open(a, pid, cpu)
-	}
-	if errors.Is(err, os.ErrPermission) {
-		return &PermissionError{Op: "perf_event_open", Err: err}
-	}
-	if err != nil {
-		return fmt.Errorf("open sampling event on cpu %d for %s: %w", cpu, samplerTarget(pid, cgroup), err)
-	}
-	if err := s.SetOutput(live); err != nil {
-		s.Close()
-		return fmt.Errorf("cpu %d: %w", cpu, err)
-	}
-	r.samplers = append(r.samplers, s)
-	return nil
-}
-
-func samplerTarget(pid int, cgroup *os.File) string {
-	switch {
-	case cgroup != nil:
-		return "its cgroup"
-	case pid == -1:
-		return "every task"
-	}
-	return fmt.Sprintf("task %d", pid)
-}
 
 // openEvent opens a on one CPU, for every thread.
 func openEvent(a *perfdata.Attr, cpu int, what string) (*perfring.Event, error) {
@@ -253,6 +218,9 @@ func openRing(a perfdata.Attr, cpu, pages int, what string) (*perfring.Event, er
 // ids returns the kernel ids of the side-band events and of the samplers.
 func (r *rings) ids() (live, samplers []uint64) {
 	for _, ev := range r.live {
+		live = append(live, ev.ID())
+	}
+	for _, ev := range r.tasks {
 		live = append(live, ev.ID())
 	}
 	for _, ev := range r.samplers {
@@ -302,11 +270,11 @@ func (r *rings) Close() error {
 	for _, s := range r.samplers {
 		errs = append(errs, s.Close())
 	}
-	for _, evs := range [][]*perfring.Event{r.live, r.out} {
+	for _, evs := range [][]*perfring.Event{r.tasks, r.live, r.out} {
 		for _, ev := range evs {
 			errs = append(errs, ev.Close())
 		}
 	}
-	r.samplers, r.live, r.out = nil, nil, nil
+	r.samplers, r.tasks, r.live, r.out = nil, nil, nil, nil
 	return errors.Join(errs...)
 }
