@@ -50,6 +50,19 @@ const (
 // RecordType is the type of a record, perf_event_header.type.
 type RecordType uint32
 
+// The range of synth's private record types (enum synth_record_type in
+// bpf/synth.h): records synth's BPF programs and Session emit among
+// perf's, such as the unmap record of SessionOptions.Unmaps. No
+// perf.data reader knows them (perf report stops at the first, "failed
+// to process type"), so Writer refuses them.
+const (
+	RecordPrivateFirst RecordType = 0x5e00
+	RecordPrivateLast  RecordType = 0x5eff
+)
+
+// Private reports whether t is in synth's private range.
+func (t RecordType) Private() bool { return t >= RecordPrivateFirst && t <= RecordPrivateLast }
+
 var recordNames = map[RecordType]string{
 	RecordMmap: "MMAP", RecordLost: "LOST", RecordComm: "COMM", RecordExit: "EXIT",
 	RecordThrottle: "THROTTLE", RecordUnthrottle: "UNTHROTTLE", RecordFork: "FORK",

@@ -1,6 +1,14 @@
 package perfdata
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrPrivateRecord is returned, wrapped, by Writer.WriteRecord for a
+// record of synth's private range (RecordType.Private): such a record is
+// for synth's readers, and never belongs in perf.data.
+var ErrPrivateRecord = errors.New("synth-private record type")
 
 // FormatError reports malformed perf.data input at a byte offset.
 type FormatError struct {

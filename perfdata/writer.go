@@ -207,7 +207,10 @@ func (w *Writer) wholeAfter(n int, err error) int64 {
 	return w.landed + off - w.dataOff
 }
 
-// WriteRecord appends a complete record (header.size == len(rec)).
+// WriteRecord appends a complete record (header.size == len(rec)). Any
+// type passes but synth's private ones (RecordType.Private), which it
+// refuses with an error wrapping ErrPrivateRecord: perf's records, and
+// those of a newer perf, are written as they are.
 func (w *Writer) WriteRecord(rec []byte) error {
 	if w.closed {
 		return errors.New("write perf.data: writer closed")
@@ -215,6 +218,9 @@ func (w *Writer) WriteRecord(rec []byte) error {
 	h, err := ParseHeader(rec)
 	if err != nil || int(h.Size) != len(rec) {
 		return fmt.Errorf("write perf.data: malformed record of %d bytes", len(rec))
+	}
+	if h.Type.Private() {
+		return fmt.Errorf("write perf.data: %w %#x", ErrPrivateRecord, uint32(h.Type))
 	}
 	w.dataSize += int64(len(rec))
 	if h.Type == RecordSample {
