@@ -20,7 +20,8 @@ import (
 // struct synth_unmap in bpf/synth.h): perf_event_header, u32 pid and tid
 // (the reader's pid namespace's), u64 start, end, to and to_end. It has
 // no sample_id trailer and is never written to perf.data: no perf.data
-// reader knows it.
+// reader knows it, and perfdata.Writer refuses its type (in
+// perfdata's private range, RecordType.Private).
 const RecordUnmap = perfdata.RecordType(synthbpf.SynthSynthRecordTypeSYNTH_RECORD_UNMAP)
 
 // UnmapSize is the size of a RecordUnmap record, its synth_hdr left out.
