@@ -20,13 +20,24 @@ func perfRun(t *testing.T, stdin []byte, args ...string) string {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("perf %v: %v\n%s", args, err, stderr.String())
+		t.Fatalf("perf %v: %v (its input %s)\n%s", args, err, keepInput(stdin, args), stderr.String())
 	}
 	low := strings.ToLower(stderr.String())
 	for _, bad := range []string{"warning", "error", "fail", "invalid", "unknown"} {
 		if strings.Contains(low, bad) {
-			t.Fatalf("perf %v: stderr says %q:\n%s", args, bad, stderr.String())
+			t.Fatalf("perf %v: stderr says %q (its input %s):\n%s", args, bad, keepInput(stdin, args), stderr.String())
 		}
 	}
 	return stdout.String()
+}
+
+// keepInput keeps what perf read, its stdin or its -i file, for a look
+// after the test (testenv.Keep).
+func keepInput(stdin []byte, args []string) string {
+	for i := 1; i < len(args); i++ {
+		if args[i-1] == "-i" && args[i] != "-" {
+			return testenv.Keep(args[i])
+		}
+	}
+	return testenv.KeepData("perf.data", stdin)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/synth-dev/synth/internal/elfnote"
 	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 )
 
@@ -62,6 +63,7 @@ type result struct {
 
 func runCmd(t *testing.T, cmd *exec.Cmd) result {
 	t.Helper()
+	keepPerfInput(t, cmd)
 	var stdout, stderr bytes.Buffer
 	if cmd.Stdout == nil {
 		cmd.Stdout = &stdout
@@ -75,6 +77,22 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 		t.Fatalf("%s: %v", cmd, err)
 	}
 	return r
+}
+
+// keepPerfInput has the file a perf command reads (-i FILE) kept when
+// the test fails, with its place in the test's log (testenv.Keep): the
+// test's temporary directory is gone by the time one looks.
+func keepPerfInput(t *testing.T, cmd *exec.Cmd) {
+	if filepath.Base(cmd.Path) != "perf" {
+		return
+	}
+	for i, a := range cmd.Args[:len(cmd.Args)-1] {
+		if in := cmd.Args[i+1]; (a == "-i" || a == "--input") && in != "-" {
+			if _, err := os.Stat(in); err == nil {
+				testenv.KeepOnFailure(t, in)
+			}
+		}
+	}
 }
 
 // summary is the numbers of synth's summary on stderr: one line, and a
