@@ -72,10 +72,13 @@ func ExampleSession() {
 
 // A profiler's reading loop: write a session to perf.data, its dump and
 // then the live records of the next second. ReadContext ends the loop.
+// KindDumpEnd has no record, and KindUnmap (with SessionOptions.Unmaps)
+// is synth's own, which perfdata.Writer refuses: both are left out.
 func ExampleSession_ReadContext() {
 	s, err := synth.NewSession(synth.SessionOptions{
 		Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}}, // the zero Target: the whole host
 		Sample:  &synth.SampleOptions{Freq: 999},                               // optional cpu-clock samples
+		Unmaps:  true,                                                          // KindUnmap records, for a Table
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -111,10 +114,14 @@ func ExampleSession_ReadContext() {
 			fmt.Println(err)
 			return
 		}
-		if rec.Kind != synth.KindDumpEnd {
-			w.WriteRecord(rec.Raw) // valid until the next read
-			n++
+		if rec.Kind == synth.KindDumpEnd || rec.Kind == synth.KindUnmap {
+			continue // no perf record: the writer would refuse an unmap's
 		}
+		if err := w.WriteRecord(rec.Raw); err != nil { // Raw is valid until the next read
+			fmt.Println(err)
+			return
+		}
+		n++
 	}
 	// The dump's build IDs and BPF programs, for perf buildid-list and
 	// perf report.

@@ -84,7 +84,9 @@ const (
 	KindDumpEnd                           // the end of a dump's synthesized records; no Raw
 	// KindUnmap is a range a process unmapped (SessionOptions.Unmaps):
 	// synth's own record, read with Record.Unmapped, which no perf.data
-	// reader knows; a perf.data writer leaves it out.
+	// reader knows. Profile and synth record drop it; perfdata.Writer
+	// refuses it (perfdata.ErrPrivateRecord), so a loop that writes a
+	// session's records skips it, as it skips KindDumpEnd.
 	KindUnmap
 )
 
@@ -115,8 +117,9 @@ type Record struct {
 	// Time is the record's CLOCK_MONOTONIC time; 0 for synthesized ones.
 	Time uint64
 	// Raw is the perf record, header and sample_id_all trailer included,
-	// ready for perfdata.Writer.WriteRecord. It points into the
-	// session's buffers and is valid until the next call to Read.
+	// ready for perfdata.Writer.WriteRecord but for a KindUnmap's, which
+	// is synth's own (see KindUnmap). It points into the session's
+	// buffers and is valid until the next call to Read.
 	Raw []byte
 	// Superseded marks a live record that the last dump read over: the
 	// kernel reported it before the dump read its process, so what the
