@@ -23,3 +23,10 @@ func (e *FormatError) Error() string {
 func errorf(off int64, format string, args ...any) error {
 	return &FormatError{Off: off, Msg: fmt.Sprintf(format, args...)}
 }
+
+// ErrBuildIDSize is returned, wrapped, by Writer.WriteRecord for an
+// MMAP2 record of the build-ID form whose build_id_size is over
+// BuildIDMax, or that is too short to hold one: perf 6.1 aborts on it
+// ("assertion failed at util/build-id.c:1010", then "stack smashing
+// detected"). Mmap2View.ClearBuildID makes such a record one perf reads.
+var ErrBuildIDSize = errors.New("mmap2 build id size over 20")

@@ -177,6 +177,28 @@ func (m Mmap2View) BuildID() []byte {
 	return m[mmap2BuildID : mmap2BuildID+n]
 }
 
+// BuildIDSize returns the build_id_size byte of a record of the
+// build-ID form, which perf trusts: over BuildIDMax, perf 6.1 aborts
+// (see ErrBuildIDSize). It is 0 for the other form, or a record too
+// short to hold it.
+func (m Mmap2View) BuildIDSize() int {
+	if !m.HasBuildID() || len(m) <= mmap2BuildIDSize {
+		return 0
+	}
+	return int(m[mmap2BuildIDSize])
+}
+
+// ClearBuildID rewrites a record of the build-ID form into the
+// maj/min/ino form, in place, with maj, min, ino and ino_generation
+// zero: the file is then named by its path alone, as perf names one it
+// could not stat.
+func (m Mmap2View) ClearBuildID() {
+	RecordView(m).SetMisc(RecordView(m).Misc() &^ MiscMmapBuildID)
+	if len(m) > mmap2Maj {
+		clear(m[mmap2Maj:min(len(m), mmap2Prot)])
+	}
+}
+
 // SetBuildID rewrites the record into the build-ID form with id (at
 // most BuildIDMax bytes; longer is cut), in place: maj, min, ino and
 // ino_generation make room for it, and the size does not change.

@@ -210,7 +210,8 @@ func (w *Writer) wholeAfter(n int, err error) int64 {
 // WriteRecord appends a complete record (header.size == len(rec)). Any
 // type passes but synth's private ones (RecordType.Private), which it
 // refuses with an error wrapping ErrPrivateRecord: perf's records, and
-// those of a newer perf, are written as they are.
+// those of a newer perf, are written as they are. It also refuses an
+// MMAP2 whose build ID perf cannot read (ErrBuildIDSize).
 func (w *Writer) WriteRecord(rec []byte) error {
 	if w.closed {
 		return errors.New("write perf.data: writer closed")
@@ -221,6 +222,13 @@ func (w *Writer) WriteRecord(rec []byte) error {
 	}
 	if h.Type.Private() {
 		return fmt.Errorf("write perf.data: %w %#x", ErrPrivateRecord, uint32(h.Type))
+	}
+	if h.Type == RecordMmap2 && h.Misc&MiscMmapBuildID != 0 {
+		if m := Mmap2View(rec); !m.Fits() {
+			return fmt.Errorf("write perf.data: %w: record of %d bytes", ErrBuildIDSize, len(rec))
+		} else if n := m.BuildIDSize(); n > BuildIDMax {
+			return fmt.Errorf("write perf.data: %w: %d", ErrBuildIDSize, n)
+		}
 	}
 	w.dataSize += int64(len(rec))
 	if h.Type == RecordSample {

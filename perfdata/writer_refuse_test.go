@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -81,5 +83,50 @@ func TestWriterRefusesPrivate(t *testing.T) {
 				t.Errorf("pipe=%v: record %d differs: %x, want %x", pipe, i, got[i], passed[i])
 			}
 		}
+	}
+}
+
+// The writer refuses an MMAP2 whose build_id_size says more than the
+// record holds, which perf 6.1 aborts on; ClearBuildID makes it one the
+// writer takes, of the maj/min/ino form, all zero.
+func TestWriterRefusesBuildIDSize(t *testing.T) {
+	st := uint64(testST)
+	m := Mmap2{Misc: MiscUser, Pid: 100, Tid: 100, Addr: 0x400000, Len: 0x1000, Prot: 5, Flags: 2,
+		BuildID: bytes.Repeat([]byte{0xab}, BuildIDMax), Filename: "/usr/bin/main"}
+	rec := m.Append(nil, st, &SampleID{Pid: 100, Tid: 100})
+	w, err := NewWriter(io.Discard, WriterOptions{Attrs: []EventAttr{{Attr: testAttr()}}, Mode: ModePipe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteRecord(rec); err != nil {
+		t.Fatalf("build ID of %d bytes: %v", BuildIDMax, err)
+	}
+	v := Mmap2View(rec)
+	rec[mmap2BuildIDSize] = BuildIDMax + 12
+	if v.BuildIDSize() != 32 {
+		t.Errorf("BuildIDSize %d", v.BuildIDSize())
+	}
+	err = w.WriteRecord(rec)
+	if !errors.Is(err, ErrBuildIDSize) || err.Error() != "write perf.data: mmap2 build id size over 20: 32" {
+		t.Errorf("build ID of 32 bytes: %v", err)
+	}
+	v.ClearBuildID()
+	if err := w.WriteRecord(rec); err != nil {
+		t.Fatalf("cleared: %v", err)
+	}
+	got, _, err := ParseMmap2(rec, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := m
+	want.BuildID = nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("cleared: %+v, want %+v", got, want)
+	}
+	short := bytes.Clone(rec[:64])
+	RecordView(short).SetSize(64)
+	RecordView(short).SetMisc(MiscMmapBuildID)
+	if err := w.WriteRecord(short); !errors.Is(err, ErrBuildIDSize) || !strings.HasSuffix(err.Error(), ": record of 64 bytes") {
+		t.Errorf("build-ID MMAP2 of 64 bytes: %v", err)
 	}
 }
