@@ -46,6 +46,11 @@ type InjectStats struct {
 	// out because perf's stream had the mapping first.
 	Written, Dropped int
 	Perf             int // records of perf's passed on
+	// BadBuildIDs are perf's MMAP2 records whose build ID perf itself
+	// could not read (a build_id_size over 20, on which perf 6.1
+	// aborts), passed on without it: of the maj/min/ino form, all zero,
+	// the file named by its path alone.
+	BadBuildIDs int
 }
 
 // Inject reads a perf.data pipe that `perf record -k CLOCK_MONOTONIC -o -`
@@ -61,6 +66,9 @@ type InjectStats struct {
 // meanwhile) is not synthesized again: the dump's records wait until
 // perf's stream, by perf's own FINISHED_ROUND ordering, holds every
 // record up to the dump's end.
+//
+// perf's records are passed on unchanged but an MMAP2 whose build ID
+// perf could not read, which loses its build ID (InjectStats.BadBuildIDs).
 //
 // ctx bounds the dump; perf's records are copied until in ends. out is
 // not closed; when the output fails part way, what was written stays a
@@ -102,11 +110,11 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	if err != nil {
 		return st, err
 	}
-	err = writeInit(w, init, func() error {
+	err = writeInit(w, init, &st, func() error {
 		return writeSynth(w, synth, o.sampleType(), seen, trailer, &st)
 	})
 	for i := 0; err == nil && i < len(held); i++ {
-		err = w.WriteRecordPayload(held[i].data, held[i].payload)
+		err = writePerf(w, held[i], &st)
 		st.Perf++
 	}
 	held = nil // let the copies go while the rest streams

@@ -94,7 +94,7 @@ func (p *pump) copyRest(w *perfdata.Writer, st *InjectStats) error {
 		if x.err != nil {
 			return x.err
 		}
-		if err := w.WriteRecordPayload(x.rec.data, x.rec.payload); err != nil {
+		if err := writePerf(w, x.rec, st); err != nil {
 			return err
 		}
 		st.Perf++

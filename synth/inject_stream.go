@@ -14,10 +14,33 @@ import (
 // FINISHED_INIT, the dump's records, and the mappings perf reported.
 
 // perfRec is a copy of one of perf's records, with its payload.
-type perfRec struct{ data, payload []byte }
+type perfRec struct {
+	data, payload []byte
+	// badID marks an MMAP2 whose build ID perf could not read, made
+	// one of the maj/min/ino form (see clearBadBuildID).
+	badID bool
+}
 
 func copyRec(r perfdata.Record) perfRec {
-	return perfRec{data: bytes.Clone(r.Data), payload: bytes.Clone(r.Payload)}
+	p := perfRec{data: bytes.Clone(r.Data), payload: bytes.Clone(r.Payload)}
+	p.badID = clearBadBuildID(p.data)
+	return p
+}
+
+// clearBadBuildID rewrites, in place, an MMAP2 of the build-ID form
+// whose build_id_size is over the 20 bytes the record holds, which perf
+// 6.1 aborts on (perfdata.ErrBuildIDSize): it becomes one of the
+// maj/min/ino form, all zero, that names the file by its path alone. It
+// reports whether it did. The record is rewritten as it is read, so that
+// the dump's records are compared with what is written.
+func clearBadBuildID(rec []byte) bool {
+	m := perfdata.Mmap2View(rec)
+	if perfdata.RecordView(rec).Type() != perfdata.RecordMmap2 || !m.HasBuildID() ||
+		m.Fits() && m.BuildIDSize() <= perfdata.BuildIDMax {
+		return false
+	}
+	m.ClearBuildID()
+	return true
 }
 
 // maxInit caps what Inject keeps of perf's initial records.

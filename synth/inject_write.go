@@ -41,13 +41,13 @@ func newInjectWriter(out io.Writer, perfAttrs []perfdata.EventAttr, perfFeats []
 // writeInit writes perf's initial records but the attrs and features
 // (the writer wrote those), then the synthesized ones, then
 // FINISHED_INIT.
-func writeInit(w *perfdata.Writer, init *initRecords, synth func() error) error {
+func writeInit(w *perfdata.Writer, init *initRecords, st *InjectStats, synth func() error) error {
 	for _, r := range init.recs {
 		switch perfdata.RecordView(r.data).Type() {
 		case perfdata.RecordHeaderAttr, perfdata.RecordHeaderFeature:
 			continue
 		}
-		if err := w.WriteRecordPayload(r.data, r.payload); err != nil {
+		if err := writePerf(w, r, st); err != nil {
 			return err
 		}
 	}
@@ -77,4 +77,13 @@ func writeSynth(w *perfdata.Writer, recs *recordBuf, ours uint64, seen mapSet, t
 		}
 	}
 	return nil
+}
+
+// writePerf passes on one of perf's records, counting it in
+// st.BadBuildIDs if its build ID was cleared.
+func writePerf(w *perfdata.Writer, r perfRec, st *InjectStats) error {
+	if r.badID {
+		st.BadBuildIDs++
+	}
+	return w.WriteRecordPayload(r.data, r.payload)
 }

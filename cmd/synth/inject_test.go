@@ -210,3 +210,47 @@ func TestInjectClock(t *testing.T) {
 		t.Errorf("exit %d: %s", r.code, r.stderr)
 	}
 }
+
+// An MMAP2 of perf's with a build ID over 20 bytes, which perf 6.1
+// aborts on, is passed on without it, and synth inject warns once.
+func TestInjectOversizeBuildIDWarns(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.data"), filepath.Join(dir, "out.data")
+	rec := exec.Command(perf, "record", "-q", "--buildid-mmap", "-a", "--synth=no", "-k", "CLOCK_MONOTONIC",
+		"-o", "-", "--", "sleep", "0.2")
+	rec.Env = perfEnv(t)
+	r := runCmd(t, rec)
+	if r.code != 0 {
+		t.Fatalf("perf record: exit %d: %s", r.code, r.stderr)
+	}
+	stream, bad := []byte(r.stdout), 0
+	for off := 16; off+8 <= len(stream); {
+		h, err := perfdata.ParseHeader(stream[off:])
+		if err != nil || h.Size < 8 || h.Type == perfdata.RecordHeaderTracingData || h.Type == perfdata.RecordAuxtrace {
+			t.Fatalf("perf's stream at %d: %v %v", off, h.Type, err)
+		}
+		if h.Type == perfdata.RecordMmap2 && h.Misc&perfdata.MiscMmapBuildID != 0 {
+			stream[off+40] = 32
+			bad++
+		}
+		off += int(h.Size)
+	}
+	if bad == 0 {
+		t.Fatal("perf record --buildid-mmap wrote no MMAP2 with a build ID")
+	}
+	if err := os.WriteFile(in, stream, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runCmd(t, exec.Command(synthBin, "inject", "--no-buildid", "-i", in, "-o", out))
+	want := fmt.Sprintf("synth: inject: warning: %d of perf's MMAP2 records had a build ID over 20 bytes, which perf cannot read: passed on without it\n", bad)
+	if r.code != 0 || strings.Count(r.stderr, "warning") != 1 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("synth inject: exit %d: %s", r.code, r.stderr)
+	}
+	report := exec.Command(perf, "report", "--stdio", "-i", out)
+	report.Env = perfEnv(t)
+	if r := runCmd(t, report); r.code != 0 || strings.Contains(r.stderr, "assertion failed") {
+		t.Errorf("perf report: exit %d: %.1000s", r.code, r.stderr)
+	}
+}
