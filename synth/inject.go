@@ -46,10 +46,12 @@ type InjectStats struct {
 	// out because perf's stream had the mapping first.
 	Written, Dropped int
 	Perf             int // records of perf's passed on
-	// BadBuildIDs are perf's MMAP2 records whose build ID perf itself
-	// could not read (a build_id_size over 20, on which perf 6.1
-	// aborts), passed on without it: of the maj/min/ino form, all zero,
-	// the file named by its path alone.
+	// BadBuildIDs are perf's MMAP2 records whose build-ID bit perf
+	// would misread, passed on without it: the bit the kernel leaks
+	// into the records of an event without build IDs (their
+	// maj/min/ino kept), or a build_id_size over 20, on which perf 6.1
+	// aborts (the union zeroed: the file named by its path alone).
+	// DESIGN.md, "synth inject", says why.
 	BadBuildIDs int
 }
 
@@ -67,8 +69,8 @@ type InjectStats struct {
 // perf's stream, by perf's own FINISHED_ROUND ordering, holds every
 // record up to the dump's end.
 //
-// perf's records are passed on unchanged but an MMAP2 whose build ID
-// perf could not read, which loses its build ID (InjectStats.BadBuildIDs).
+// perf's records are passed on unchanged but an MMAP2 whose build-ID
+// bit perf would misread, which loses it (InjectStats.BadBuildIDs).
 //
 // ctx bounds the dump; perf's records are copied until in ends. out is
 // not closed; when the output fails part way, what was written stays a

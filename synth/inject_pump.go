@@ -32,7 +32,7 @@ func startPump(sr *perfdata.StreamReader, first *perfRec) *pump {
 				p.send(pumped{err: err})
 				return
 			}
-			if !p.send(pumped{rec: copyRec(r)}) {
+			if !p.send(pumped{rec: copyRec(r, sr.Attrs())}) {
 				return
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/internal/procfs"
@@ -21,25 +22,72 @@ type perfRec struct {
 	badID bool
 }
 
-func copyRec(r perfdata.Record) perfRec {
+func copyRec(r perfdata.Record, attrs []perfdata.EventAttr) perfRec {
 	p := perfRec{data: bytes.Clone(r.Data), payload: bytes.Clone(r.Payload)}
-	p.badID = clearBadBuildID(p.data)
+	p.badID = clearBadBuildID(p.data, attrs)
 	return p
 }
 
-// clearBadBuildID rewrites, in place, an MMAP2 of the build-ID form
-// whose build_id_size is over the 20 bytes the record holds, which perf
-// 6.1 aborts on (perfdata.ErrBuildIDSize): it becomes one of the
-// maj/min/ino form, all zero, that names the file by its path alone. It
-// reports whether it did. The record is rewritten as it is read, so that
-// the dump's records are compared with what is written.
-func clearBadBuildID(rec []byte) bool {
+// clearBadBuildID rewrites, in place, an MMAP2 whose build-ID bit
+// perf would misread, and reports whether it did:
+//
+//   - The bit set on a record of an event that did not ask for build IDs
+//     (attr.build_id): the kernel's own doing. perf_event_mmap_output()
+//     sets PERF_RECORD_MISC_MMAP_BUILD_ID in the mmap event it shares
+//     among every event it reports the mapping to, and never clears it,
+//     so an event without build IDs that comes after one with them (a
+//     synth session, or another perf --buildid-mmap, opened later) gets
+//     the bit over a record of the maj/min/ino form. perf 6.1 then reads
+//     the device's major number as the build ID's size: over 20 it
+//     aborts (util/build-id.c:1010), under it names a wrong build ID.
+//     The body is right: only the bit goes.
+//   - A build ID over the 20 bytes the record holds
+//     (perfdata.ErrBuildIDSize) on any other: made one of the maj/min/ino
+//     form, all zero, that names the file by its path alone.
+//
+// The record is rewritten as it is read, so that the dump's records are
+// compared with what is written.
+func clearBadBuildID(rec []byte, attrs []perfdata.EventAttr) bool {
 	m := perfdata.Mmap2View(rec)
-	if perfdata.RecordView(rec).Type() != perfdata.RecordMmap2 || !m.HasBuildID() ||
-		m.Fits() && m.BuildIDSize() <= perfdata.BuildIDMax {
+	if perfdata.RecordView(rec).Type() != perfdata.RecordMmap2 || !m.HasBuildID() {
+		return false
+	}
+	if !askedBuildID(rec, attrs) {
+		perfdata.RecordView(rec).SetMisc(perfdata.RecordView(rec).Misc() &^ perfdata.MiscMmapBuildID)
+		return true
+	}
+	if m.Fits() && m.BuildIDSize() <= perfdata.BuildIDMax {
 		return false
 	}
 	m.ClearBuildID()
+	return true
+}
+
+// askedBuildID reports whether the event that wrote a kernel record asked
+// for build IDs: all of perf's events, or none, or the one its trailer's
+// identifier names. A record whose event cannot be told is taken as
+// asked for, so that only an oversized build ID is cleared.
+func askedBuildID(rec []byte, attrs []perfdata.EventAttr) bool {
+	some, all := false, len(attrs) > 0
+	for _, a := range attrs {
+		asked := a.Attr.Flags&perfdata.AttrBuildID != 0
+		some, all = some || asked, all && asked
+	}
+	if all || !some {
+		return all || len(attrs) == 0
+	}
+	if attrs[0].Attr.SampleType&perfdata.SampleIdentifier == 0 {
+		return true
+	}
+	id, ok := perfdata.RecordView(rec).TrailerIdentifier()
+	if !ok {
+		return true
+	}
+	for _, a := range attrs {
+		if slices.Contains(a.IDs, id) {
+			return a.Attr.Flags&perfdata.AttrBuildID != 0
+		}
+	}
 	return true
 }
 
@@ -74,7 +122,7 @@ func readInit(sr *perfdata.StreamReader) (*initRecords, error) {
 		case r.Type == perfdata.RecordFinishedInit:
 			return in, nil
 		case r.Type == perfdata.RecordSample || r.Type < perfdata.RecordHeaderAttr && hasTime(r.Data, sr.SampleType()):
-			next := copyRec(r)
+			next := copyRec(r, sr.Attrs())
 			in.next = &next
 			return in, nil
 		case r.Type == perfdata.RecordThreadMap:
@@ -85,7 +133,7 @@ func readInit(sr *perfdata.StreamReader) (*initRecords, error) {
 		if size += len(r.Data) + len(r.Payload); size > maxInit {
 			return nil, fmt.Errorf("read perf's stream: over %d bytes before its first event", maxInit)
 		}
-		in.recs = append(in.recs, copyRec(r))
+		in.recs = append(in.recs, copyRec(r, sr.Attrs()))
 	}
 }
 

@@ -70,6 +70,7 @@ type BPF struct {
 	// The sample_type of the side-band's records and of the sampler's,
 	// and the sampler's ids, to read a live record's time with.
 	liveST, samplerST uint64
+	liveBuildID       bool // the side-band asked for build IDs (see passLive)
 	samplerIDs        []uint64
 	// ident is the sample_id_all identifier of synthesized records.
 	ident uint64
@@ -146,6 +147,7 @@ func NewWithRings(opts assemble.Options, rc RingConfig) (*BPF, error) {
 		b.ident = r.live[0].ID()
 	}
 	b.liveST = rc.LiveAttr().SampleType
+	b.liveBuildID = rc.BuildID
 	if rc.Sampler != nil {
 		b.samplerST = rc.Sampler.SampleType
 	}

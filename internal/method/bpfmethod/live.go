@@ -102,6 +102,9 @@ func (b *BPF) passLive(r *round) error {
 	for _, end := range r.liveEnds {
 		rec := r.liveArena[start:end]
 		start = end
+		if !b.liveBuildID {
+			clearLeakedBuildID(rec)
+		}
 		lr, err := b.classify(rec)
 		if err != nil {
 			return err
@@ -123,6 +126,21 @@ func (b *BPF) passLive(r *round) error {
 		b.live.add(rec, LiveRecord{Time: u.time, Gen: b.dd.GenOf(u.time), Pid: um.Pid, Tid: um.Tid, Unmap: true})
 	}
 	return nil
+}
+
+// clearLeakedBuildID takes PERF_RECORD_MISC_MMAP_BUILD_ID off an MMAP2
+// of a side-band that did not ask for build IDs. The kernel sets the bit
+// in the mmap event it shares among every event it reports the mapping
+// to, and does not take it back (perf_event_mmap_output()), so a
+// side-band without build IDs that comes after an event with them (a
+// perf --buildid-mmap, another synth session) gets the bit over a record
+// of the maj/min/ino form, whose device number a reader would then take
+// for a build ID's size. The body is right: only the bit goes.
+func clearLeakedBuildID(rec []byte) {
+	v := perfdata.RecordView(rec)
+	if v.Type() == perfdata.RecordMmap2 && v.Misc()&perfdata.MiscMmapBuildID != 0 {
+		v.SetMisc(v.Misc() &^ perfdata.MiscMmapBuildID)
+	}
 }
 
 // classify reads a side-band record's time and task: a sample's from
