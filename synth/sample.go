@@ -100,7 +100,7 @@ func threadsOf(pids []int) ([]int, error) {
 		tids = append(tids, slices.Sorted(maps.Keys(threads))...)
 	}
 	if tids == nil {
-		return nil, fmt.Errorf("open sampling event: %w", bpfmethod.ErrNoTask)
+		return nil, fmt.Errorf("threads of the target: %w", bpfmethod.ErrNoTask)
 	}
 	return tids, nil
 }

@@ -187,8 +187,8 @@ func (r *rings) openCPU(cpu int, c *RingConfig, arr *ebpf.Map) error {
 	return nil
 }
 
-// ErrNoTask says that every task a sampler was to be opened for has
-// exited.
+// ErrNoTask says that every task an event was to be opened for (the
+// sampler, or a target's side-band) has exited.
 var ErrNoTask = errors.New("every target task has exited")
 
 // openEvent opens a on one CPU, for every thread.
