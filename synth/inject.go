@@ -53,6 +53,28 @@ type InjectStats struct {
 	// aborts (the union zeroed: the file named by its path alone).
 	// DESIGN.md, "synth inject", says why.
 	BadBuildIDs int
+	// Times say how soon after perf's events began the dump read the
+	// host, and what it waited for.
+	Times InjectTimes
+}
+
+// InjectTimes are when the parts of Inject happened, on CLOCK_MONOTONIC
+// (ns since boot, the clock of perf's records); 0 for what did not
+// happen.
+type InjectTimes struct {
+	Start uint64 // Inject was called
+	// LoadStart and Loaded bound the opening of the method: the BPF
+	// programs' load, or a fallback's.
+	LoadStart, Loaded uint64
+	// Header is when perf's header and initial records had been read:
+	// perf enables its events right after it writes them.
+	Header uint64
+	// Dump is when the dump began to read the host.
+	Dump uint64
+	// FirstSample is the time of perf's earliest sample: about when it
+	// enabled its events (its side-band records, which begin when its
+	// events open, may be older).
+	FirstSample uint64
 }
 
 // Inject reads a perf.data pipe that `perf record -k CLOCK_MONOTONIC -o -`
@@ -77,6 +99,7 @@ type InjectStats struct {
 // valid perf.data.
 func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions) (InjectStats, error) {
 	var st InjectStats
+	st.Times.Start = bpfmethod.MonotonicNow()
 	sr, err := perfdata.NewStreamReader(in)
 	if err != nil {
 		return st, fmt.Errorf("read perf's stream: %w", err)
@@ -85,6 +108,7 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	if err != nil {
 		return st, err
 	}
+	st.Times.Header = bpfmethod.MonotonicNow()
 	// The header, taken before the pump reads on.
 	attrs, feats := sr.Attrs(), sr.Features()
 	trailer, err := checkAttrs(attrs)
@@ -103,8 +127,13 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	held, perfErr := perf.until(end)
 	seen := mappingsOf(init.recs)
 	for _, r := range held {
-		if t, ok := perf.times.of(r.data); ok && t < end {
+		t, ok := perf.times.of(r.data)
+		if ok && t < end {
 			seen.add(r.data)
+		}
+		if ok && t != 0 && perfdata.RecordView(r.data).Type() == perfdata.RecordSample &&
+			(st.Times.FirstSample == 0 || t < st.Times.FirstSample) {
+			st.Times.FirstSample = t
 		}
 	}
 
@@ -151,12 +180,15 @@ func injectDump(ctx context.Context, o Options, pids []int, opts InjectOptions, 
 		return nil, 0, err
 	}
 	d.Pids = pids
+	st.Times.LoadStart = bpfmethod.MonotonicNow()
 	m, err := openResolved(name, MethodOptions{Options: o, Threads: opts.Threads, Fallback: opts.Fallback}, d)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer m.Close()
+	st.Times.Loaded = bpfmethod.MonotonicNow()
 	recs := &recordBuf{}
+	st.Times.Dump = st.Times.Loaded
 	st.Dump, err = m.Dump(ctx, recs.add)
 	if err != nil {
 		return nil, 0, fmt.Errorf("dump: %w", err)

@@ -21,9 +21,10 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 		bidWait   = fs.Duration("buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `DURATION` for the build IDs of files new to the cache")
 		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
 		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
+		verbose   = fs.Bool("v", false, "print when perf's header came, when the method loaded and the dump began, and where the dump's time went")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: perf record -k CLOCK_MONOTONIC --synth=no ... -o - | synth inject [-i FILE|-] [-o FILE|-]\n                  [--no-buildid] [--buildid-timeout D] [--method auto|bpf|procmaps|procquery] [--threads N]")
+		fmt.Fprintln(stderr, "usage: perf record -k CLOCK_MONOTONIC --synth=no ... -o - | synth inject [-i FILE|-] [-o FILE|-]\n                  [--no-buildid] [--buildid-timeout D] [--method auto|bpf|procmaps|procquery] [--threads N] [-v]")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -61,6 +62,9 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 		return fail(stderr, err)
 	}
 	st, err := synth.Inject(ctx, input, w, opts)
+	if *verbose {
+		printInjectTimes(stderr, st)
+	}
 	if cerr := closeOut(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -73,4 +77,26 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 	fmt.Fprintf(stderr, "synth: inject: method %s: %d processes, %d synthesized records written, %d left out as perf reported them first, dump %v; %d of perf's records\n",
 		st.Dump.Method, st.Dump.Processes, st.Written, st.Dropped, st.Dump.Elapsed.Round(10*time.Microsecond), st.Perf)
 	return exitOK
+}
+
+// printInjectTimes prints, from when synth inject began, when perf's
+// header came, when the method loaded and when the dump began: the gap
+// between perf's first sample and the dump's read is where a process
+// that came and went is missed.
+func printInjectTimes(stderr io.Writer, st synth.InjectStats) {
+	t := st.Times
+	at := func(ns uint64) string {
+		if ns == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%+.1f ms", (float64(ns)-float64(t.Start))/1e6)
+	}
+	fmt.Fprintf(stderr, "synth: inject: time: perf's header %s, method loaded %s to %s, dump began %s, perf's first sample %s\n",
+		at(t.Header), at(t.LoadStart), at(t.Loaded), at(t.Dump), at(t.FirstSample))
+	if t.Dump != 0 && t.FirstSample != 0 {
+		fmt.Fprintf(stderr, "synth: inject: the dump began %.1f ms after perf's first sample (loading %.1f ms, %.1f ms of it after perf's header)\n",
+			(float64(t.Dump)-float64(t.FirstSample))/1e6, (float64(t.Loaded)-float64(t.LoadStart))/1e6,
+			max(0, float64(t.Loaded)-float64(max(t.LoadStart, t.Header)))/1e6)
+	}
+	printSteps(stderr, st.Dump)
 }
