@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
@@ -253,4 +255,121 @@ func TestInjectOversizeBuildIDWarns(t *testing.T) {
 	if r := runCmd(t, report); r.code != 0 || strings.Contains(r.stderr, "assertion failed") {
 		t.Errorf("perf report: exit %d: %.1000s", r.code, r.stderr)
 	}
+}
+
+// A process that perf's recording sees for 200 ms only: started before
+// perf, it loads a library 100 ms after perf enables its events and
+// exits 100 ms later. Its samples land on its binary and library, not
+// [unknown], only if synth inject's dump read it before it exited: the
+// dump must not wait for the method to load after perf's header came.
+func TestInjectEarlyExit(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	dir := filepath.Dir(buildSpin(t))
+	bin, src := filepath.Join(dir, "spinexit"), filepath.Join("..", "..", "testdata", "spin", "spinexit.c")
+	if out, err := exec.Command("gcc", "-O1", "-fno-omit-frame-pointer", "-o", bin, src, "-ldl").CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", src, err, out)
+	}
+	work := exec.Command(bin, filepath.Join(dir, "libspin.so"))
+	var workErr bytes.Buffer
+	work.Stderr = &workErr
+	begin, err := work.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := work.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { work.Process.Kill(); work.Wait() })
+	time.Sleep(200 * time.Millisecond) // its mappings exist before recording
+
+	out := filepath.Join(t.TempDir(), "out.data")
+	rec := exec.Command(perf, "record", "-a", "--synth=no", "-k", "CLOCK_MONOTONIC", "-F", "999", "-o", "-", "--", "sleep", "1.5")
+	rec.Env = perfEnv(t)
+	var perfErr, injErr bytes.Buffer
+	rec.Stderr = &perfErr
+	perfOut, err := rec.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inj := exec.Command(synthBin, "inject", "-v", "-o", out)
+	inj.Stderr = &injErr
+	injIn, err := inj.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inj.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// perf's stream goes to synth inject through the test, which starts
+	// the workload's 200 ms when FINISHED_INIT passes: perf enables its
+	// events right before it writes it.
+	relayErr := relayPerf(perfOut, injIn, func() { begin.Write([]byte{'\n'}) })
+	injIn.Close()
+	if err := rec.Wait(); err != nil {
+		t.Errorf("perf record: %v\n%s", err, perfErr.String())
+	}
+	if err := inj.Wait(); err != nil {
+		t.Fatalf("synth inject: %v\n%s", err, injErr.String())
+	}
+	if relayErr != nil {
+		t.Fatal(relayErr)
+	}
+	if err := work.Wait(); err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, workErr.String())
+	}
+	t.Logf("synth inject -v:\n%s", injErr.String())
+
+	got := report(t, perf, "-i", out, "--no-children", "--comms", "spinexit", "--percentage", "relative")
+	unknown, kernel := 0.0, 0.0
+	for k, v := range got {
+		if strings.Contains(k, "[unknown]") {
+			unknown += v
+		}
+		if strings.HasPrefix(k, "[kernel.kallsyms] ") {
+			kernel += v
+		}
+	}
+	bin1, lib := got["spinexit main_spin"], got["libspin.so lib_spin"]
+	if user := 100 - kernel; bin1 == 0 || lib == 0 || (bin1+lib)/user < 0.9 || unknown > 1 {
+		t.Errorf("spinexit: %.2f%% on its binary, %.2f%% on libspin.so, of %.2f%% in user space (want both, >= 90%% of it), %.2f%% unknown (want <= 1): %v",
+			bin1, lib, user, unknown, major(got))
+	}
+}
+
+// relayPerf copies perf's pipe-mode stream from r to w, and calls
+// atInit once it has passed perf's FINISHED_INIT on.
+func relayPerf(r io.Reader, w io.Writer, atInit func()) error {
+	head := make([]byte, 16)
+	if _, err := io.ReadFull(r, head); err != nil {
+		return fmt.Errorf("perf's stream: %w", err)
+	}
+	if _, err := w.Write(head); err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<16)
+	for {
+		if _, err := io.ReadFull(r, buf[:8]); err != nil {
+			return fmt.Errorf("perf's stream ended before FINISHED_INIT: %w", err)
+		}
+		h, err := perfdata.ParseHeader(buf[:8])
+		if err != nil || h.Size < 8 || h.Type == perfdata.RecordHeaderTracingData || h.Type == perfdata.RecordAuxtrace {
+			return fmt.Errorf("perf's stream: record %v of %d bytes: %v", h.Type, h.Size, err)
+		}
+		if _, err := io.ReadFull(r, buf[8:h.Size]); err != nil {
+			return fmt.Errorf("perf's stream: %w", err)
+		}
+		if _, err := w.Write(buf[:h.Size]); err != nil {
+			return err
+		}
+		if h.Type == perfdata.RecordFinishedInit {
+			break
+		}
+	}
+	atInit()
+	_, err := io.Copy(w, r)
+	return err
 }
