@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,8 +85,13 @@ type InjectTimes struct {
 // laid out for perf's attrs (time 0, as perf's synthesized records), then
 // FINISHED_INIT and every record of perf's after it, in perf's order.
 //
-// The dump runs when perf's initial records have been read: perf has
-// then opened its events and enables them right away. A mapping that
+// The method loads (its BPF programs, or the fallback's) as soon as
+// Inject is called, while perf's header is read, and the dump runs when
+// perf's initial records have been read: perf has then opened its
+// events and enables them right away. What the dump reads and writes
+// (the processes of perf's thread map; data mappings, namespaces,
+// cgroups and BPF events as perf's attrs ask) is set on the loaded
+// method then. A mapping that
 // perf reported before the dump ended (its kernel map, a library loaded
 // meanwhile) is not synthesized again: the dump's records wait until
 // perf's stream, by perf's own FINISHED_ROUND ordering, holds every
@@ -100,6 +106,11 @@ type InjectTimes struct {
 func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions) (InjectStats, error) {
 	var st InjectStats
 	st.Times.Start = bpfmethod.MonotonicNow()
+	// Nothing the method loads depends on perf's stream: it loads while
+	// perf starts, so that the dump can begin as soon as perf's events
+	// are enabled.
+	load := startInjectLoad(opts)
+	defer load.close()
 	sr, err := perfdata.NewStreamReader(in)
 	if err != nil {
 		return st, fmt.Errorf("read perf's stream: %w", err)
@@ -120,7 +131,7 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	defer perf.stop()
 
 	// A dump that fails still leaves perf's recording to write out.
-	synth, end, dumpErr := injectDump(ctx, o, init.pids, opts, &st)
+	synth, end, dumpErr := injectDump(ctx, load, o, init.pids, &st)
 	if dumpErr != nil {
 		synth, end = &recordBuf{}, 0
 	}
@@ -165,30 +176,78 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 	return st, err
 }
 
+// injectLoad is the loading of Inject's method, which runs while
+// perf's header is read.
+type injectLoad struct {
+	done       chan struct{}
+	m          *Method
+	err        error
+	start, end uint64 // CLOCK_MONOTONIC
+	taken      bool
+}
+
+// startInjectLoad opens the method opts ask for, in a goroutine, with
+// the options that do not depend on perf's stream: those the method
+// takes when it loads (assemble.Options.WithLoaded). The dump's are set
+// when perf's header has been read (injectDump).
+func startInjectLoad(opts InjectOptions) *injectLoad {
+	l := &injectLoad{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.start = bpfmethod.MonotonicNow()
+		defer func() { l.end = bpfmethod.MonotonicNow() }()
+		name := cmp.Or(opts.Method, MethodAuto)
+		o := injectOptions(opts)
+		d, err := o.open()
+		if err != nil {
+			l.err = err
+			return
+		}
+		l.m, l.err = openResolved(name, MethodOptions{Options: o, Threads: opts.Threads, Fallback: opts.Fallback}, d)
+	}()
+	return l
+}
+
+// take waits for the method to load, and hands it to the caller, who
+// closes it.
+func (l *injectLoad) take(st *InjectStats) (*Method, error) {
+	<-l.done
+	l.taken = true
+	st.Times.LoadStart, st.Times.Loaded = l.start, l.end
+	return l.m, l.err
+}
+
+// close closes the method if it was not taken: Inject ended before its
+// dump (perf's stream was not one it can inject into). It waits for the
+// load to end.
+func (l *injectLoad) close() {
+	if l.taken {
+		return
+	}
+	<-l.done
+	if l.m != nil {
+		l.m.Close()
+	}
+}
+
 // injectDump dumps the processes pids (nil: the host) with the options
-// perf's stream asked for, and returns the records, and the
-// CLOCK_MONOTONIC time the dump ended. pids are perf's, not a Target: a
-// process perf recorded that has exited is not an error, it has no
-// mappings.
-func injectDump(ctx context.Context, o Options, pids []int, opts InjectOptions, st *InjectStats) (*recordBuf, uint64, error) {
-	name := opts.Method
-	if name == "" {
-		name = MethodAuto
-	}
-	d, err := o.open()
-	if err != nil {
-		return nil, 0, err
-	}
-	d.Pids = pids
-	st.Times.LoadStart = bpfmethod.MonotonicNow()
-	m, err := openResolved(name, MethodOptions{Options: o, Threads: opts.Threads, Fallback: opts.Fallback}, d)
+// perf's stream asked for (o), with the method load opened, and returns
+// the records, and the CLOCK_MONOTONIC time the dump ended. pids are
+// perf's, not a Target: a process perf recorded that has exited is not
+// an error, it has no mappings.
+func injectDump(ctx context.Context, load *injectLoad, o Options, pids []int, st *InjectStats) (*recordBuf, uint64, error) {
+	m, err := load.take(st)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer m.Close()
-	st.Times.Loaded = bpfmethod.MonotonicNow()
+	d := o.internal()
+	d.Pids = pids
+	if err := m.rescope(d); err != nil {
+		return nil, 0, err
+	}
 	recs := &recordBuf{}
-	st.Times.Dump = st.Times.Loaded
+	st.Times.Dump = bpfmethod.MonotonicNow()
 	st.Dump, err = m.Dump(ctx, recs.add)
 	if err != nil {
 		return nil, 0, fmt.Errorf("dump: %w", err)
@@ -218,11 +277,17 @@ func checkAttrs(attrs []perfdata.EventAttr) (uint64, error) {
 	return a.SampleType, nil
 }
 
+// injectOptions are the options of Inject's method that do not depend
+// on perf's stream.
+func injectOptions(opts InjectOptions) Options {
+	return Options{NoBuildID: opts.NoBuildID, BuildIDTimeout: opts.BuildIDTimeout, NoLive: true}
+}
+
 // injectDumpOptions derives the dump from perf's stream: data mappings,
 // namespaces, cgroups and BPF events as its attrs ask for them. Its
 // processes are those of perf's thread map (see injectDump).
 func injectDumpOptions(attrs []perfdata.EventAttr, init *initRecords, opts InjectOptions) Options {
-	o := Options{NoBuildID: opts.NoBuildID, BuildIDTimeout: opts.BuildIDTimeout, NoLive: true}
+	o := injectOptions(opts)
 	any := func(flag uint64) bool {
 		return slices.ContainsFunc(attrs, func(a perfdata.EventAttr) bool { return a.Attr.Flags&flag != 0 })
 	}

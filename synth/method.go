@@ -124,6 +124,22 @@ func openMethod(name string, opts MethodOptions, d assemble.Options) (*Method, e
 // partial reports whether d reads only some processes.
 func partial(d assemble.Options) bool { return len(d.Pids) > 0 || len(d.Tids) > 0 }
 
+// rescope changes what the method's next dumps read and write: the
+// processes, and every option the method does not take when it loads
+// (assemble.Options.WithLoaded), so that it can load before they are
+// known. Not while a dump runs.
+func (m *Method) rescope(d assemble.Options) error {
+	c, ok := m.d.(converted)
+	if ok {
+		c, ok = c.setOptions(d)
+	}
+	if !ok {
+		return fmt.Errorf("method %s cannot change its options once open", m.name)
+	}
+	m.d, m.partial = c, partial(d)
+	return nil
+}
+
 // Name is the method opened: MethodBPF, MethodProcmaps or
 // MethodProcquery.
 func (m *Method) Name() string { return m.name }

@@ -32,6 +32,19 @@ func (c converted) Dump(ctx context.Context, emit func(rec []byte) error) (Stats
 func (c converted) Attrs() []perfdata.EventAttr { return c.attrs }
 func (c converted) Close() error                { return c.m.Close() }
 
+// setOptions changes what the method's next dumps read and write (see
+// assemble.Options.WithLoaded); ok is false for a method that cannot.
+func (c converted) setOptions(d assemble.Options) (converted, bool) {
+	s, ok := c.m.(interface {
+		SetOptions(assemble.Options) assemble.Options
+	})
+	if !ok {
+		return c, false
+	}
+	c.attrs = optionAttrs(s.SetOptions(d))
+	return c, true
+}
+
 // optionAttrs are the attrs of a method that writes under d's attr
 // (Options.Attr).
 func optionAttrs(d assemble.Options) []perfdata.EventAttr {

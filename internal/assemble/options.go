@@ -28,6 +28,18 @@ type Options struct {
 	SampleType     uint64
 }
 
+// WithLoaded returns o with the fields a method takes when it loads
+// taken from loaded, the options it loaded with: NoKernel (the kernel
+// text is read then), BuildIDTimeout (its build-ID reader), NoLive,
+// Walk and RingPages (the programs and rings). A method reads every
+// other field, the processes and which records the dumps write, at
+// each dump: its SetOptions may change them between dumps.
+func (o Options) WithLoaded(loaded Options) Options {
+	o.NoKernel, o.BuildIDTimeout, o.NoLive = loaded.NoKernel, loaded.BuildIDTimeout, loaded.NoLive
+	o.Walk, o.RingPages = loaded.Walk, loaded.RingPages
+	return o
+}
+
 // Walks: how the BPF method reads each process's VMAs.
 const (
 	// WalkAuto is WalkMaple where the kernel can prove the maple walk,

@@ -168,6 +168,15 @@ func NewWithRings(opts assemble.Options, rc RingConfig) (*BPF, error) {
 	return b, nil
 }
 
+// SetOptions changes what the next dumps read and write: the
+// processes, and every option but those the method took when it loaded
+// (see assemble.Options.WithLoaded). It returns the options the dumps
+// now use. Not while a dump runs.
+func (b *BPF) SetOptions(o assemble.Options) assemble.Options {
+	b.opts = o.WithLoaded(b.opts)
+	return b.opts
+}
+
 // loadPrograms runs the probe, then loads the programs of the walk that
 // the kernel and the options allow: the maple walk where walk_provable()
 // holds (bpf/maple.bpf.h), else the task_vma iterator. An explicit

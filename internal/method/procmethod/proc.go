@@ -33,12 +33,12 @@ type Method struct {
 	name    string
 	opts    assemble.Options
 	threads int
-	reader  func() mapReader // a reader for a worker of one dump
+	reader  func(o *assemble.Options) mapReader // a reader for a worker of one dump with o
 	kernel  assemble.Kernel
 	ids     *procIDs // build IDs read from the files; nil: none
 }
 
-func newProcMethod(name string, opts assemble.Options, threads int, reader func() mapReader) (*Method, error) {
+func newProcMethod(name string, opts assemble.Options, threads int, reader func(*assemble.Options) mapReader) (*Method, error) {
 	if threads <= 0 {
 		threads = 1
 	}
@@ -51,6 +51,15 @@ func newProcMethod(name string, opts assemble.Options, threads int, reader func(
 		m.kernel = k
 	}
 	return m, nil
+}
+
+// SetOptions changes what the next dumps read and write: the
+// processes, and every option but those the method took when it opened
+// (see assemble.Options.WithLoaded). It returns the options the dumps
+// now use. Not while a dump runs.
+func (m *Method) SetOptions(o assemble.Options) assemble.Options {
+	m.opts = o.WithLoaded(m.opts)
+	return m.opts
 }
 
 // procResult is what a worker made of one process.
@@ -135,7 +144,8 @@ func (m *Method) run(ctx context.Context, pids []int, want func(uint32) bool, wr
 	late := &bound[*procResult]{after: m.opts.ProcMapWait(), late: func(i int) *procResult {
 		return m.lockedOut(pids[i], want)
 	}}
-	return runOrdered(ctx, len(pids), m.threads, m.reader,
+	reader := func() mapReader { return m.reader(&m.opts) }
+	return runOrdered(ctx, len(pids), m.threads, reader,
 		func(rd mapReader, w *worker, i int) *procResult { return m.process(rd, w, pids[i], want) }, write, late)
 }
 

@@ -15,8 +15,8 @@ import (
 // dump, as procquery reads them, so that every method writes the same
 // records: the fallback of kernels without PROCMAP_QUERY too.
 func NewProcmaps(opts assemble.Options, threads int) (*Method, error) {
-	m, err := newProcMethod("procmaps", opts, threads, func() mapReader {
-		return &mapsReader{execOnly: !opts.Data}
+	m, err := newProcMethod("procmaps", opts, threads, func(o *assemble.Options) mapReader {
+		return &mapsReader{execOnly: !o.Data}
 	})
 	if err != nil {
 		return nil, err

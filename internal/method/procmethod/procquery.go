@@ -56,8 +56,8 @@ func NewProcquery(opts assemble.Options, threads int) (*Method, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newProcMethod("procquery", opts, threads, func() mapReader {
-		return newQueryReader(gate, !opts.Data)
+	m, err := newProcMethod("procquery", opts, threads, func(o *assemble.Options) mapReader {
+		return newQueryReader(gate, !o.Data)
 	})
 	if err != nil {
 		return nil, err
