@@ -94,8 +94,12 @@ func printInjectTimes(stderr io.Writer, st synth.InjectStats) {
 	fmt.Fprintf(stderr, "synth: inject: time: perf's header %s, method loaded %s to %s, dump began %s, perf's first sample %s\n",
 		at(t.Header), at(t.LoadStart), at(t.Loaded), at(t.Dump), at(t.FirstSample))
 	if t.Dump != 0 && t.FirstSample != 0 {
-		fmt.Fprintf(stderr, "synth: inject: the dump began %.1f ms after perf's first sample (loading %.1f ms, %.1f ms of it after perf's header)\n",
-			(float64(t.Dump)-float64(t.FirstSample))/1e6, (float64(t.Loaded)-float64(t.LoadStart))/1e6,
+		gap, when := (float64(t.Dump)-float64(t.FirstSample))/1e6, "after"
+		if gap < 0 {
+			gap, when = -gap, "before"
+		}
+		fmt.Fprintf(stderr, "synth: inject: the dump began %.1f ms %s perf's first sample (loading %.1f ms, %.1f ms of it after perf's header)\n",
+			gap, when, (float64(t.Loaded)-float64(t.LoadStart))/1e6,
 			max(0, float64(t.Loaded)-float64(max(t.LoadStart, t.Header)))/1e6)
 	}
 	printSteps(stderr, st.Dump)
