@@ -1,6 +1,6 @@
 /* spin.c's loops in a process that comes and goes early in a recording,
  * for synth inject's test: it spins in main_spin until a byte arrives on
- * stdin (the recording has begun), dlopen()s argv[1] (libspin.so) 100 ms
+ * stdin (the recording has begun), dlopen()s argv[1] (a libspin.so) 100 ms
  * later and spins in its lib_spin too, and exits 200 ms after the byte. */
 #include <dlfcn.h>
 #include <poll.h>
