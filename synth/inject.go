@@ -36,7 +36,9 @@ type InjectOptions struct {
 	// output, as WriteOptions.Mode.
 	Mode perfdata.Mode
 	// Fallback is as for OpenMethod: told of each method MethodAuto
-	// could not open, and why.
+	// could not open, and why. The method opens as Inject starts, on a
+	// goroutine of its own, so Fallback is called from it, while perf's
+	// header is read.
 	Fallback func(method string, err error)
 }
 
