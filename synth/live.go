@@ -22,14 +22,17 @@ const pollTick = 50 * time.Millisecond
 // Read returns the next record of the stream in rec, waiting for one
 // if need be. rec.Raw points into the session's buffers, not the
 // caller's: it is valid until the next read (Read, ReadContext or
-// ReadBatch); a caller that keeps a record copies it. It returns os.ErrClosed after Close, ErrFlushed after Flush
+// ReadBatch); a caller that keeps a record copies it. On an error rec
+// is left as it was. It returns os.ErrClosed after Close, ErrFlushed after Flush
 // has let it return what was in the rings, and os.ErrDeadlineExceeded
 // after the deadline. A dump that fails ends with its error, wrapped,
 // instead of a KindDumpEnd record; the session goes on streaming.
 func (s *Session) Read(rec *Record) error {
 	var one [1]Record
-	_, err := s.ReadBatch(one[:])
-	*rec = one[0]
+	n, err := s.ReadBatch(one[:])
+	if n > 0 {
+		*rec = one[0]
+	}
 	return err
 }
 
@@ -51,8 +54,9 @@ func (s *Session) ReadContext(ctx context.Context, rec *Record) error {
 // ReadBatch is Read for many records at once: it fills recs with the
 // next records of the stream and returns how many, at least one unless
 // it returns an error. It waits only for the first record; the others
-// are what is ready then. Every Raw stays valid until the next call to
-// ReadBatch or Read. A reader that takes a dump of many records
+// are what is ready then; the records past those it returns, and all of
+// them on an error, are left as they were. Every Raw stays valid until
+// the next call to ReadBatch or Read. A reader that takes a dump of many records
 // this way pays for the session's bookkeeping once per batch.
 func (s *Session) ReadBatch(recs []Record) (int, error) {
 	if len(recs) == 0 {
@@ -102,7 +106,11 @@ func (s *Session) ReadBatch(recs []Record) (int, error) {
 func (s *Session) popLive(recs []Record, upTo uint64) int {
 	n := 0
 	for n < len(recs) {
-		rec := &recs[n]
+		// Filled here and handed out only if kept: a record the filter
+		// drops must not be left in recs (Read's error leaves rec as it
+		// was).
+		var scratch Record
+		rec := &scratch
 		lr, ok := s.live.pop(rec, upTo)
 		if !ok {
 			break
@@ -119,6 +127,7 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 			rec.Superseded = s.superseded(rec)
 		}
 		s.count(rec)
+		recs[n] = *rec
 		n++
 	}
 	return n
