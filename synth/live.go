@@ -126,6 +126,9 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 		if rec.Kind == KindLive || rec.Kind == KindUnmap {
 			rec.Superseded = s.superseded(rec)
 		}
+		if rec.Kind == KindSample {
+			rec.sampler = s.sampler // for Record.Sample
+		}
 		s.count(rec)
 		recs[n] = *rec
 		n++

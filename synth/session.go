@@ -131,6 +131,8 @@ type Record struct {
 	// Partial marks a KindDumpEnd of a dump that read only some
 	// processes (Options.Target): it says nothing of the others.
 	Partial bool
+	// sampler is the attr a KindSample was recorded with (Sample).
+	sampler *perfdata.Attr
 }
 
 // Unmap is what a KindUnmap record says: process Pid's range [Start,
@@ -204,6 +206,9 @@ type Session struct {
 	opts  SessionOptions
 	b     *bpfmethod.BPF
 	attrs []perfdata.EventAttr
+	// sampler is the sampling event's attr, a copy of the last of
+	// attrs, which its samples decode under (Record.Sample).
+	sampler *perfdata.Attr
 	// wake is an eventfd by which Close, Flush and SetDeadline
 	// interrupt a waiting Read; wakeMu guards its closing.
 	wakeMu sync.Mutex
@@ -335,6 +340,7 @@ func (s *Session) init(rc bpfmethod.RingConfig, d assemble.Options) error {
 		a := *rc.Sampler
 		a.Flags &^= perfdata.AttrDisabled
 		s.attrs = append(s.attrs, perfdata.EventAttr{Attr: a, Name: "cpu-clock", IDs: samplerIDs})
+		s.sampler = &a
 		if s.opts.Sample.OnExec || s.opts.Sample.Stopped {
 			return nil // the kernel enables them at the exec, or StartSampling
 		}
