@@ -45,7 +45,8 @@ type ProfileStats struct {
 // writes perf.data to out: the mappings that existed when it started,
 // synthesized, then the live records and the samples, in time order.
 // It always closes off the file, even on error, so that what was written
-// stays readable; the error says why it ended early.
+// stays readable. It returns nil when ctx ends, as it is meant to; an
+// error says why it ended before.
 func Profile(ctx context.Context, opts ProfileOptions, out io.Writer, wopts WriteOptions) (ProfileStats, error) {
 	p, err := NewProfiler(opts)
 	if err != nil {
