@@ -1,8 +1,9 @@
 // Package synth synthesizes perf records for the state that already
 // exists on a Linux host: a PERF_RECORD_MMAP2 for every memory mapping of
-// every process, COMM for every task and FORK for every non-leader
-// thread, plus the kernel's own maps, in the order `perf record`
-// synthesizes them.
+// every process, COMM and FORK for every task, plus the kernel's own
+// maps, in the order `perf record` synthesizes them. A synthesized FORK
+// carries PERF_RECORD_MISC_FORK_EXEC, as perf's do: a leader's names its
+// parent process (0 for init and kthreadd), another thread's its leader.
 //
 // The BPF method reads the tasks and their VMAs inside the kernel, in one
 // pass of a task iterator that walks each process's VMA tree and
@@ -35,6 +36,28 @@
 // its mappings as typed values, build IDs included, kept current by
 // applying a Session's records. Inject adds one dump's state to the
 // pipe of an unmodified `perf record -o -`, as synth inject does.
+//
+// A profiler's read path: Session.Read hands out each record, samples
+// and synth's own KindUnmap included; Table.Apply takes every one;
+// Record.Sample decodes a sample under its event's attr; and
+// Table.Resolve says which mapping holds its IP, and in a file's the
+// file offset and build ID. A perfdata.Writer takes Raw as it is, but
+// for KindDumpEnd (no Raw) and KindUnmap (refused with
+// perfdata.ErrPrivateRecord): a loop that writes the stream skips both.
+// What lives how long:
+//   - Record.Raw is the session's: valid until the next Read,
+//     ReadContext or ReadBatch. Record.Sample's and Record.Unmapped's
+//     results are copies.
+//   - A *Process of a Table stays the same process until the table
+//     removes it (its EXIT, or a dump of every process that did not
+//     read it); its Mappings slice, and a *Mapping that Process.Lookup
+//     returns, only until the next Apply, which may reuse the slice for
+//     other mappings. A Location of Table.Resolve is the caller's.
+//
+// A Session's Read must not be called concurrently (its Close, Flush
+// and SetDeadline may be, from any goroutine). A Table is not safe for
+// concurrent use: a profiler that applies records in one goroutine and
+// resolves samples in another guards it with a lock.
 //
 // BPF runs as root, or with CAP_BPF and CAP_PERFMON; without them
 // OpenMethod and NewSession return a *PermissionError naming what is

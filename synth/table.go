@@ -25,14 +25,19 @@ type Mapping struct {
 	Path     string // "//anon" for anonymous memory, "[vdso]" and the like
 }
 
-// Process is a process of a Table: its name and mappings.
+// Process is a process of a Table: its name and mappings. A *Process
+// stays this process's until the table removes it; Apply changes its
+// fields in place, and its Mappings slice, whose elements a later Apply
+// may overwrite with other mappings: a caller that keeps a mapping
+// copies it, or asks Table.Resolve, whose answer is its own.
 type Process struct {
 	Pid      uint32
 	Comm     string
 	Mappings []Mapping // by address; they do not overlap
 }
 
-// Lookup returns the mapping that holds addr.
+// Lookup returns the mapping that holds addr: a pointer into
+// p.Mappings, valid until the table's next Apply (see Process).
 func (p *Process) Lookup(addr uint64) (*Mapping, bool) {
 	i := sort.Search(len(p.Mappings), func(i int) bool { return p.Mappings[i].End > addr })
 	if i < len(p.Mappings) && p.Mappings[i].Start <= addr {
