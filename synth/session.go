@@ -370,7 +370,7 @@ func (s *Session) sampling(on bool) error {
 
 // Attrs returns the attrs to write the stream under, with the ids its
 // records carry: the side-band (synthesized and live records), then the
-// sampling event if any.
+// sampling event if any, which Record.Sample decodes a sample under.
 func (s *Session) Attrs() []perfdata.EventAttr { return s.attrs }
 
 // Dump starts a dump of a new generation. Read returns its
