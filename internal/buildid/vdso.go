@@ -28,6 +28,21 @@ const maxVDSO = 1 << 20
 // perf lists it in HEADER_BUILD_ID under the name [vdso]. nil when it
 // cannot be read.
 func VDSO() []byte {
+	img := VDSOImage()
+	if img == nil {
+		return nil
+	}
+	id, err := elfnote.BuildID(bytes.NewReader(img), int64(len(img)))
+	if err != nil {
+		return nil
+	}
+	return id
+}
+
+// VDSOImage returns the image of the kernel's 64-bit vDSO, copied from
+// this process's own [vdso] mapping: the file perf stores in its
+// build-ID cache as [vdso]/BUILDID/vdso. nil when it cannot be read.
+func VDSOImage() []byte {
 	auxv, err := os.ReadFile("/proc/self/auxv")
 	if err != nil {
 		return nil
@@ -52,11 +67,7 @@ func VDSO() []byte {
 	if _, err := mem.ReadAt(img, int64(start)); err != nil {
 		return nil
 	}
-	id, err := elfnote.BuildID(bytes.NewReader(img), int64(size))
-	if err != nil {
-		return nil
-	}
-	return id
+	return img
 }
 
 // vdsoSize returns the length of the [vdso] mapping at start.
