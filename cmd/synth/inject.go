@@ -22,7 +22,12 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
 		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
 		verbose   = fs.Bool("v", false, "print when perf's header came, when the method loaded and the dump began, and where the dump's time went")
+		// The build-ID cache: -N skips it, --buildid-all takes every file.
+		noBuildIDCache, buildIDAll bool
 	)
+	fs.BoolVar(&noBuildIDCache, "N", false, "do not put the files with samples in the build-ID cache (~/.debug)")
+	fs.BoolVar(&noBuildIDCache, "no-buildid-cache", false, "same as -N")
+	fs.BoolVar(&buildIDAll, "buildid-all", false, "put every file of the build-ID table in the build-ID cache, not only those with samples")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: perf record -k CLOCK_MONOTONIC --synth=no ... -o - | synth inject [-i FILE|-] [-o FILE|-]\n                  [--no-buildid] [--buildid-timeout D] [--method auto|bpf|procmaps|procquery] [--threads N] [-v]")
 		fs.PrintDefaults()
@@ -74,6 +79,7 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 	if st.BadBuildIDs > 0 {
 		fmt.Fprintf(stderr, "synth: inject: warning: %d of perf's MMAP2 records had a build-ID bit perf would misread (the kernel's, or a size over 20): passed on without it\n", st.BadBuildIDs)
 	}
+	fillBuildIDCache(stderr, *out, noBuildIDCache, buildIDAll)
 	fmt.Fprintf(stderr, "synth: inject: method %s: %d processes, %d synthesized records written, %d left out as perf reported them first, dump %v; %d of perf's records\n",
 		st.Dump.Method, st.Dump.Processes, st.Written, st.Dropped, st.Dump.Elapsed.Round(10*time.Microsecond), st.Perf)
 	return exitOK

@@ -28,6 +28,8 @@ const workloadGrace = 500 * time.Millisecond
 type recordArgs struct {
 	out       string
 	all       bool
+	// The build-ID cache: -N skips it, --buildid-all takes every file.
+	noBuildIDCache, buildIDAll bool
 	maxFiles  int
 	switchOut switchFlag
 	// opts holds the flags' options, with the target's; a workload
@@ -82,6 +84,9 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fail(stderr, err)
 	}
+	if !r.switchOut.set {
+		fillBuildIDCache(stderr, r.out, r.noBuildIDCache, r.buildIDAll)
+	}
 	return max(code, recordSummary(stderr, st))
 }
 
@@ -94,6 +99,9 @@ func recordFlags(stderr io.Writer) (*flag.FlagSet, *recordArgs) {
 	fs.BoolVar(&r.opts.Callchain, "g", false, "record call chains")
 	fs.StringVar(&r.out, "o", "perf.data", "write to `FILE` (a previous one is kept as FILE.old); - for stdout in pipe mode")
 	fs.BoolVar(&r.opts.NoBuildID, "no-buildid", false, "identify files by maj/min/ino instead of build ID")
+	fs.BoolVar(&r.noBuildIDCache, "N", false, "do not put the files with samples in the build-ID cache (~/.debug)")
+	fs.BoolVar(&r.noBuildIDCache, "no-buildid-cache", false, "same as -N")
+	fs.BoolVar(&r.buildIDAll, "buildid-all", false, "put every file of the build-ID table in the build-ID cache, not only those with samples")
 	fs.BoolVar(&r.opts.Namespaces, "namespaces", false, "record NAMESPACES for every task, as perf record --namespaces")
 	fs.BoolVar(&r.opts.Cgroups, "all-cgroups", false, "record CGROUP for every cgroup, as perf record --all-cgroups")
 	fs.BoolVar(&r.opts.NoBPFEvent, "no-bpf-event", false, "record no BPF_EVENT records (KSYMBOLs stay), as perf record --no-bpf-event")
