@@ -26,12 +26,12 @@ const workloadGrace = 500 * time.Millisecond
 
 // recordArgs is synth record's command line.
 type recordArgs struct {
-	out       string
-	all       bool
+	out string
+	all bool
 	// The build-ID cache: -N skips it, --buildid-all takes every file.
 	noBuildIDCache, buildIDAll bool
-	maxFiles  int
-	switchOut switchFlag
+	maxFiles                   int
+	switchOut                  switchFlag
 	// opts holds the flags' options, with the target's; a workload
 	// becomes the target once it is started.
 	opts    synth.ProfileOptions
