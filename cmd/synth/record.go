@@ -26,17 +26,18 @@ const workloadGrace = 500 * time.Millisecond
 
 // recordArgs is synth record's command line.
 type recordArgs struct {
-	out string
-	all bool
-	// The build-ID cache: -N skips it, --buildid-all takes every file.
-	noBuildIDCache, buildIDAll bool
-	maxFiles                   int
-	switchOut                  switchFlag
+	out       string
+	all       bool
+	maxFiles  int
+	switchOut switchFlag
 	// opts holds the flags' options, with the target's; a workload
 	// becomes the target once it is started.
 	opts    synth.ProfileOptions
 	tf      *targetFlags
 	command []string // the workload, after the flags
+
+	// The build-ID cache: -N skips it, --buildid-all takes every file.
+	noBuildIDCache, buildIDAll bool
 }
 
 func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Writer) int {
