@@ -34,7 +34,7 @@ func buildAndRun(m *testing.M) int {
 	// make vmtest builds synth on the host: no go build in the guest.
 	if bin := os.Getenv("SYNTH_BIN"); bin != "" {
 		synthBin = bin
-		return m.Run()
+		return runAwayFromHome(m)
 	}
 	dir, err := os.MkdirTemp("", "synth-cmd")
 	if err != nil {
@@ -52,6 +52,22 @@ func buildAndRun(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build synth: %v\n%s", err, out)
 		return 1
 	}
+	return runAwayFromHome(m)
+}
+
+// runAwayFromHome runs the tests with HOME a new directory: synth record
+// and inject fill the build-ID cache in ~/.debug, as perf record does,
+// and the tests' recordings are not to fill the user's. It is set after
+// go build, whose cache is under HOME.
+func runAwayFromHome(m *testing.M) int {
+	home, err := os.MkdirTemp("", "synth-home")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(home)
+	os.Setenv("HOME", home)
+	os.Unsetenv("PERF_CONFIG")
 	return m.Run()
 }
 
