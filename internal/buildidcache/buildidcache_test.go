@@ -77,12 +77,13 @@ func TestLayout(t *testing.T) {
 	for _, f := range []struct {
 		dir, base string
 		id        []byte
-	}{{bin[1:], "elf", idA}, {KernelName, "kallsyms", idK}, {VDSOName, "vdso", idV}} {
+		mode      os.FileMode
+	}{{bin[1:], "elf", idA, 0o755}, {KernelName, "kallsyms", idK, 0o755}, {VDSOName, "vdso", idV, 0o600}} {
 		sid := hex.EncodeToString(f.id)
 		file := filepath.Join(c.Dir, f.dir, sid, f.base)
 		st, err := os.Lstat(file)
-		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o755 {
-			t.Errorf("%s: %v, %v; want a regular file, mode 0755 as perf's", file, st, err)
+		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != f.mode {
+			t.Errorf("%s: %v, %v; want a regular file, mode %#o as perf's", file, st, err, f.mode)
 		}
 		want := "../../" + f.dir + "/" + sid
 		if got := readlink(t, filepath.Join(c.Dir, ".build-id", sid[:2], sid[2:])); got != want {

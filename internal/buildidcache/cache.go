@@ -22,9 +22,13 @@ import (
 // one file.
 const DefaultMaxSize = 2 << 30
 
-// fileMode is the mode of the files: perf's copyfile() gives its copies
-// 0755, whatever they are.
-const fileMode = 0o755
+// The modes of the files, as perf 6.1 leaves them: its copyfile()
+// gives a copy 0755 (an elf, kallsyms); the vDSO it copies from its own
+// temporary file, keeping that file's 0600.
+const (
+	fileMode = 0o755
+	vdsoMode = 0o600
+)
 
 // Cache is a build-ID cache directory.
 type Cache struct {
@@ -345,7 +349,11 @@ func readKallsyms(name string, max int64) ([]byte, error) {
 // which it checks before renaming it into place.
 func (c *Cache) install(root *os.Root, dir, base string, src source, id []byte) error {
 	tmp := path.Join(dir, "."+base+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
-	f, err := root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode)
+	mode := os.FileMode(fileMode)
+	if base == "vdso" {
+		mode = vdsoMode
+	}
+	f, err := root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return err
 	}
@@ -356,6 +364,9 @@ func (c *Cache) install(root *os.Root, dir, base string, src source, id []byte) 
 			root.Remove(tmp)
 		}
 	}()
+	if err := f.Chmod(mode); err != nil { // whatever the umask, as perf's fchmod
+		return err
+	}
 	if _, err := io.Copy(f, io.NewSectionReader(src, 0, src.Size())); err != nil {
 		return err
 	}

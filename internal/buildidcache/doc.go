@@ -11,6 +11,8 @@
 //	DIR/[vdso]/BUILDID/vdso              the vDSO image
 //	DIR/.build-id/XX/REST -> ../../PATH/BUILDID
 //
+// (checked against perf record's cache: the elf and kallsyms mode 0755,
+// the vdso 0600, the directories 0755),
 // where BUILDID is the build ID in lower-case hex, XX its first two
 // digits and REST the others. DIR is perf's buildid.dir: the value of
 // [buildid] dir in perf's config (the file $PERF_CONFIG names, else
@@ -41,7 +43,8 @@
 //
 // Unlike perf, the files are always copied (perf hard-links a file when
 // it can, and a later in-place rewrite of the file then changes its
-// cached copy), no probes (SDT) or debug files are cached, and kernel
+// cached copy), no probes (SDT notes) or debug files (perf copies a
+// /usr/lib/debug file it finds as BUILDID/debug) are cached, and kernel
 // modules are left out. Files are owned by the user who runs synth, in
 // that user's cache, as perf's are.
 package buildidcache
