@@ -128,3 +128,38 @@ func head(s string, n int) string {
 	}
 	return b.String()
 }
+
+// synth inject fills the build-ID cache too, with the files its dump
+// gave build IDs (the processes that existed before perf record), and
+// -N leaves it alone.
+func TestInjectBuildIDCache(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	spin := buildSpin(t)
+	pid := strconv.Itoa(startSpin(t, spin))
+	lib := filepath.Join(filepath.Dir(spin), "libspin.so")
+	rec := []string{"-p", pid, "--synth=no", "-k", "CLOCK_MONOTONIC", "-F", "999"}
+	for _, flags := range [][]string{nil, {"-N"}} {
+		home := t.TempDir()
+		t.Setenv("HOME", home) // synth inject's
+		out := filepath.Join(t.TempDir(), "injected.data")
+		r := injectPipe(t, perf, rec, append([]string{"-o", out}, flags...), nil)
+		if r.code != 0 || strings.Contains(r.stderr, "build-ID cache") {
+			t.Fatalf("synth inject %v: exit %d: %s", flags, r.code, r.stderr)
+		}
+		for _, file := range []string{spin, lib} {
+			id := hexBuildID(t, file)
+			link := filepath.Join(home, ".debug", ".build-id", id[:2], id[2:])
+			to, err := os.Readlink(link)
+			switch {
+			case flags != nil && err == nil:
+				t.Errorf("synth inject -N cached %s", file)
+			case flags == nil && (err != nil || to != "../.."+file+"/"+id):
+				t.Errorf("synth inject: %s -> %q, %v; want ../..%s/%s", link, to, err, file, id)
+			}
+			if flags == nil && hexBuildID(t, filepath.Join(home, ".debug", file[1:], id, "elf")) != id {
+				t.Errorf("synth inject: the cached %s has another build ID", file)
+			}
+		}
+	}
+}
