@@ -287,3 +287,36 @@ func TestEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestLinks checks the .build-id links: one that leads to the build ID
+// cached under another name is kept, as perf keeps it; a dangling one,
+// or one out of the cache, is replaced.
+func TestLinks(t *testing.T) {
+	c, tmp := testCache(t)
+	bin := filepath.Join(tmp, "prog")
+	writeFile(t, bin, elftest.Good(idA))
+	sid := hex.EncodeToString(idA)
+	linkDir := filepath.Join(c.Dir, ".build-id", sid[:2])
+	link := filepath.Join(linkDir, sid[2:])
+	os.MkdirAll(linkDir, 0o755)
+	other := filepath.Join(c.Dir, "other", sid)
+	writeFile(t, filepath.Join(other, "elf"), elftest.Good(idA))
+	for _, f := range []struct {
+		to, want string
+	}{
+		{"../../other/" + sid, "../../other/" + sid},
+		{"../../gone/" + sid, "../.." + bin + "/" + sid},
+		{"../../../../../../../../../" + tmp, "../.." + bin + "/" + sid},
+	} {
+		os.Remove(link)
+		if err := os.Symlink(f.to, link); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Add(Entry{Name: bin, BuildID: idA}); err != nil {
+			t.Fatal(err)
+		}
+		if got := readlink(t, link); got != f.want {
+			t.Errorf("a link to %s: now to %s; want %s", f.to, got, f.want)
+		}
+	}
+}

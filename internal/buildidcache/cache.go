@@ -132,22 +132,43 @@ func (c *Cache) Add(e Entry) (Status, error) {
 		}
 		status = Added
 	}
-	// The link, as perf's: .build-id/XX/REST -> ../../DIR (perf leaves
-	// one that exists alone, even pointing elsewhere: so does Add).
+	// The link, as perf's: .build-id/XX/REST -> ../../DIR. perf leaves
+	// one that exists alone, even pointing elsewhere (the same build ID
+	// cached under another name): so does Add, unless it leads nowhere
+	// in the cache.
 	linkDir := path.Join(".build-id", sid[:2])
 	if err := mkdirs(root, linkDir); err != nil {
 		return 0, fmt.Errorf("%s: %w", e.Name, err)
 	}
 	link := path.Join(linkDir, sid[2:])
-	if _, err := root.Lstat(link); errors.Is(err, fs.ErrNotExist) {
+	st, err := root.Lstat(link)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		if err := root.Symlink("../../"+dir, link); err != nil && !errors.Is(err, fs.ErrExist) {
 			return 0, fmt.Errorf("%s: %w", e.Name, err)
 		}
 		status = Added
-	} else if err != nil {
+	case err != nil:
 		return 0, fmt.Errorf("%s: %w", e.Name, err)
+	case st.Mode().Type() == fs.ModeSymlink && !resolves(root, link, base):
+		tmp := link + ".tmp" + strconv.FormatUint(rand.Uint64(), 36)
+		if err := root.Symlink("../../"+dir, tmp); err != nil {
+			return 0, fmt.Errorf("%s: %w", e.Name, err)
+		}
+		if err := root.Rename(tmp, link); err != nil {
+			root.Remove(tmp)
+			return 0, fmt.Errorf("%s: %w", e.Name, err)
+		}
+		status = Added
 	}
 	return status, nil
+}
+
+// resolves reports whether the .build-id link leads to a file base
+// beneath root, as perf follows it (build_id_cache__filename).
+func resolves(root *os.Root, link, base string) bool {
+	st, err := root.Stat(path.Join(link, base))
+	return err == nil && st.Mode().IsRegular()
 }
 
 // cachePath returns an absolute, clean path without its leading slash,
