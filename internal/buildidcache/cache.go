@@ -109,18 +109,24 @@ func (c *Cache) Add(e Entry) (Status, error) {
 		return 0, err
 	}
 	defer root.Close()
-	if err := mkdirs(root, dir); err != nil {
-		return 0, fmt.Errorf("%s: %w", e.Name, err)
-	}
 	file := path.Join(dir, base)
 	status := Present
 	if !present(root, file, e) {
+		// The source first: no directory is made for a file that is
+		// not cached.
 		src, err := c.open(e)
+		if errors.Is(err, errRestricted) {
+			return Skipped, nil
+		}
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", e.Name, err)
 		}
 		if src == nil {
 			return Mismatch, nil
+		}
+		if err := mkdirs(root, dir); err != nil {
+			src.Close()
+			return 0, fmt.Errorf("%s: %w", e.Name, err)
 		}
 		err = c.install(root, dir, base, src, e.BuildID)
 		src.Close()
@@ -269,7 +275,10 @@ type bytesSource struct{ *bytes.Reader }
 
 func (bytesSource) Close() error { return nil }
 
-var errMismatch = errors.New("build ID mismatch")
+var (
+	errMismatch   = errors.New("build ID mismatch")
+	errRestricted = errors.New("kallsyms without addresses (kernel.kptr_restrict)")
+)
 
 // open opens what to copy for e: nil when none has its build ID.
 func (c *Cache) open(e Entry) (source, error) {
@@ -287,7 +296,7 @@ func (c *Cache) open(e Entry) (source, error) {
 			name = "/proc/kallsyms"
 		}
 		b, err := readKallsyms(name, c.maxSize())
-		if err != nil || b == nil {
+		if err != nil {
 			return nil, err
 		}
 		return bytesSource{bytes.NewReader(b)}, nil
@@ -344,8 +353,8 @@ func (c *Cache) maxSize() int64 {
 	return DefaultMaxSize
 }
 
-// readKallsyms reads /proc/kallsyms, or nil when its addresses are
-// hidden (kptr_restrict): perf does not cache those either.
+// readKallsyms reads /proc/kallsyms; errRestricted when its addresses
+// are hidden (kptr_restrict): perf does not cache those either.
 func readKallsyms(name string, max int64) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
@@ -361,7 +370,7 @@ func readKallsyms(name string, max int64) ([]byte, error) {
 	}
 	addr, _, _ := bytes.Cut(b, []byte(" "))
 	if len(bytes.Trim(addr, "0")) == 0 {
-		return nil, nil
+		return nil, errRestricted
 	}
 	return b, nil
 }
