@@ -226,8 +226,8 @@ func TestDir(t *testing.T) {
 }
 
 // TestEntries checks which files a recording names: those a sample fell
-// into, by its process's mappings, and the kernel for a kernel sample;
-// all of the table with all.
+// into, by its process's mappings, the kernel for a kernel sample, the
+// vDSO always (as perf); all of the table with all.
 func TestEntries(t *testing.T) {
 	const st = perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime
 	attr := perfdata.Attr{Type: 1, SampleType: st, Flags: perfdata.AttrSampleIDAll | perfdata.AttrMmap2}
@@ -263,6 +263,7 @@ func TestEntries(t *testing.T) {
 		{Misc: perfdata.MiscUser, Pid: -1, BuildID: idA, Filename: "/bin/spin"},
 		{Misc: perfdata.MiscUser, Pid: -1, BuildID: idB, Filename: "/lib/libc.so"},
 		{Misc: perfdata.MiscUser, Pid: -1, BuildID: idV, Filename: "/lib/libspin.so"},
+		{Misc: perfdata.MiscUser, Pid: -1, BuildID: idV, Filename: VDSOName},
 	})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -277,9 +278,9 @@ func TestEntries(t *testing.T) {
 		for _, e := range es {
 			got = append(got, e.Name)
 		}
-		want := []string{KernelName, "/bin/spin", "/lib/libspin.so"}
+		want := []string{KernelName, "/bin/spin", "/lib/libspin.so", VDSOName}
 		if all {
-			want = []string{KernelName, "/bin/spin", "/lib/libc.so", "/lib/libspin.so"}
+			want = []string{KernelName, "/bin/spin", "/lib/libc.so", "/lib/libspin.so", VDSOName}
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("all=%v: %v; want %v", all, got, want)

@@ -25,8 +25,9 @@
 // build-ID table (HEADER_BUILD_ID) that some sample fell into: a user
 // sample's pid and ip are resolved against the MMAP and MMAP2 records
 // of its process (following FORK and exec), a kernel sample counts for
-// [kernel.kallsyms]. With all, every entry of the table, as perf record
-// --buildid-all.
+// [kernel.kallsyms], and [vdso] is taken always (perf record caches it
+// from a recording of a program that never calls it). With all, every
+// entry of the table, as perf record --buildid-all.
 //
 // Safety: the file names come from a perf.data, so Cache.Add writes
 // only beneath the cache directory (through an os.Root), creates the

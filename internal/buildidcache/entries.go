@@ -69,7 +69,9 @@ func EntriesFile(path string, all bool) ([]Entry, error) {
 // build-ID table (the HEADER_BUILD_ID feature of a file, the
 // HEADER_BUILD_ID records of a pipe) that some sample fell into, in
 // table order; with all, every one of them. An entry of the kernel
-// counts as hit by any kernel sample; modules and guests are left out.
+// counts as hit by any kernel sample; the vDSO's is always taken, as
+// perf 6.1 caches it from a recording without samples in it; modules
+// and guests are left out.
 func Entries(r *perfdata.Reader, all bool) ([]Entry, error) {
 	var table []perfdata.BuildIDEvent
 	for _, f := range r.Features() {
@@ -154,11 +156,14 @@ func Entries(r *perfdata.Reader, all bool) ([]Entry, error) {
 		if ok {
 			e.Pid, e.Start, e.End = h.pid, h.start, h.end
 		}
-		if ev.Misc&cpumodeMask == cpumodeKernel {
+		switch {
+		case ev.Misc&cpumodeMask == cpumodeKernel:
 			if ev.Filename != KernelName {
 				continue // a module
 			}
 			ok = kernel
+		case ev.Filename == VDSOName:
+			ok = true // perf record caches it with or without samples in it
 		}
 		if ok || all {
 			out = append(out, e)
