@@ -46,6 +46,8 @@
 // it can, and a later in-place rewrite of the file then changes its
 // cached copy), no probes (SDT notes) or debug files (perf copies a
 // /usr/lib/debug file it finds as BUILDID/debug) are cached, and kernel
-// modules are left out. Files are owned by the user who runs synth, in
-// that user's cache, as perf's are.
+// modules are left out. The files and directories are owned by the user
+// who runs synth, in the cache of the HOME it runs with: as perf, synth
+// run as root under sudo writes root's files into the .debug of
+// whichever HOME sudo left it; it changes no ownership.
 package buildidcache
