@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/synth-dev/synth/internal/testenv"
+)
+
+// signalRun is one command of the signal sweep.
+type signalRun struct {
+	name string
+	args []string // synth's, after the binary; "OUT" is the output file
+	// pipe runs perf record -o - into synth's stdin, in synth's process
+	// group (a shell pipeline).
+	pipe bool
+	// ok says whether an exit status and stderr are one of the
+	// command's ends after sig.
+	ok func(code int, stderr string, sig syscall.Signal) bool
+}
+
+var (
+	recordedLine = "synth: recorded "
+	dumpedLine   = "synth: method "
+	injectedLine = "synth: inject: method "
+	cutShortLine = "synth: interrupted; the output holds what was dumped so far\n"
+)
+
+// signalRuns are the commands that must finish their file whatever
+// signals they get, and how each may end.
+var signalRuns = []signalRun{
+	{name: "record -a", args: []string{"record", "-a", "-o", "OUT"},
+		// An interrupted recording is a finished one, as perf record's.
+		ok: func(code int, stderr string, _ syscall.Signal) bool {
+			return code == 0 && strings.Contains(stderr, recordedLine)
+		}},
+	{name: "record -- sleep", args: []string{"record", "-o", "OUT", "--", "sleep", "5"},
+		// The workload's status: ended by synth's SIGTERM, by the signal
+		// sent to the group, or never run (127).
+		ok: func(code int, stderr string, sig syscall.Signal) bool {
+			return (code == 128+int(syscall.SIGTERM) || code == 128+int(sig) || code == exitNotFound) &&
+				strings.Contains(stderr, recordedLine)
+		}},
+	{name: "dump", args: []string{"dump", "-o", "OUT"},
+		// The dump's summary, or, cut short, the one line that says so.
+		ok: func(code int, stderr string, _ syscall.Signal) bool {
+			return code == 0 && strings.HasPrefix(stderr, dumpedLine) ||
+				code == exitError && stderr == cutShortLine
+		}},
+	{name: "perf record | inject", args: []string{"inject", "-o", "OUT"}, pipe: true,
+		// perf's recording ends with the signal to the group; inject
+		// writes what it had, with its summary, or with one line why
+		// not all of it.
+		ok: func(code int, stderr string, _ syscall.Signal) bool {
+			return code == 0 && strings.Contains(stderr, injectedLine) ||
+				code == exitError && strings.Count(stderr, "\n") == 1 && strings.HasPrefix(stderr, "synth: ")
+		}},
+}
+
+// busyLoops starts n shell loops that keep the CPUs busy until the
+// test ends: the signals' races are widest on a loaded host.
+func busyLoops(t *testing.T, n int) {
+	for range n {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+}
+
+// Any number of SIGINT, SIGTERM, SIGHUP and SIGQUIT, at any moment, ends
+// synth record, dump and inject with a file perf reads and the summary
+// (or the one line of a dump cut short): two signals 1 ms apart, swept
+// across the phases (loading, the dump, sampling, the drain and write),
+// on a loaded host. Every other run sends the second signal to the
+// process group, as timeout(1) does, and Ctrl-C.
+//
+// SYNTH_SIGNAL_RUNS=N runs N of them, cycling the sweep, to count how
+// often a file is left unreadable.
+func TestSignalsFinishTheFile(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	ms := []time.Duration{0, 5, 20, 50, 100, 300, 700}
+	if testing.Short() {
+		ms = []time.Duration{0, 20, 100, 700}
+	}
+	delays := make([]time.Duration, len(ms))
+	for i, d := range ms {
+		delays[i] = d * time.Millisecond
+	}
+	sigs := []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+	runs := len(signalRuns) * len(delays)
+	if n := os.Getenv("SYNTH_SIGNAL_RUNS"); n != "" {
+		var err error
+		if runs, err = strconv.Atoi(n); err != nil {
+			t.Fatalf("SYNTH_SIGNAL_RUNS=%q: %v", n, err)
+		}
+	}
+	busyLoops(t, 2)
+	dir := t.TempDir()
+	start := time.Now()
+	failed, unreadable := 0, 0
+	for i := range runs {
+		sr := signalRuns[i%len(signalRuns)]
+		d := delays[(i/len(signalRuns))%len(delays)]
+		sig := sigs[(i+i/len(signalRuns))%len(sigs)]
+		group := i%2 == 1 || sr.pipe
+		what := fmt.Sprintf("run %d: %s, %v then %v 1ms later to the %s, after %v", i, sr.name, sig, sig,
+			map[bool]string{false: "process", true: "group"}[group], d)
+		out := filepath.Join(dir, fmt.Sprintf("%d.data", i))
+		bad, badFile := signalOnce(t, perf, sr, out, d, sig, group)
+		if bad != "" {
+			failed++
+			if badFile {
+				unreadable++
+			}
+			t.Errorf("%s: %s", what, bad)
+		}
+		os.Remove(out)
+		os.Remove(out + ".old")
+	}
+	t.Logf("%d runs in %v: %d failed, %d of them leaving a file perf cannot read", runs,
+		time.Since(start).Round(time.Millisecond), failed, unreadable)
+}
+
+// signalOnce runs sr, sends it sig twice, 1 ms apart, after d, and checks
+// how it ended: what is wrong, and whether the file is.
+func signalOnce(t *testing.T, perf string, sr signalRun, out string, d time.Duration, sig syscall.Signal, group bool) (string, bool) {
+	t.Helper()
+	args := slicesReplace(sr.args, "OUT", out)
+	cmd := exec.Command(synthBin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var rec *exec.Cmd
+	if sr.pipe {
+		rec = exec.Command(perf, "record", "-a", "-k", "CLOCK_MONOTONIC", "--synth=no", "-T", "-o", "-")
+		rec.Env = perfEnv(t)
+		rec.Stderr = nil // perf's own messages are not synth's
+		pr, err := rec.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdin = pr
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if rec != nil {
+		rec.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: cmd.Process.Pid}
+		if err := rec.Start(); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	time.Sleep(d)
+	syscall.Kill(cmd.Process.Pid, sig)
+	time.Sleep(time.Millisecond)
+	if group {
+		syscall.Kill(-cmd.Process.Pid, sig)
+	} else {
+		syscall.Kill(cmd.Process.Pid, sig)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(endBound):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		err = <-done
+		endPerf(rec)
+		return fmt.Sprintf("did not end within %v; stderr %q", endBound, lastLines(stderr.String(), 4)), false
+	}
+	endPerf(rec)
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+		if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	errs := stderr.String()
+	if bad := perfReads(t, perf, out); bad != "" {
+		return fmt.Sprintf("exit %d, stderr %q; %s", code, lastLines(errs, 4), bad), true
+	}
+	if !sr.ok(code, errs, sig) {
+		return fmt.Sprintf("exit %d, stderr %q: not one of the command's ends", code, lastLines(errs, 4)), false
+	}
+	return "", false
+}
+
+// perfReads says what is wrong with the perf.data at path for perf
+// report, if anything.
+func perfReads(t *testing.T, perf, path string) string {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Sprintf("no file: %v", err)
+	}
+	cmd := exec.Command(perf, "report", "--stdio", "-i", path)
+	cmd.Env = perfEnv(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Sprintf("perf report of %d bytes: %v: %s", st.Size(), err, lastLines(stderr.String(), 3))
+	}
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, "WARNING") || strings.Contains(l, "properly terminated") || strings.Contains(l, "corrupt") {
+			return fmt.Sprintf("perf report of %d bytes warns: %s", st.Size(), lastLines(stderr.String(), 3))
+		}
+	}
+	return ""
+}
+
+// endPerf waits for the perf record of a pipeline, which the signals to
+// the group end, and kills it if they did not within a few seconds.
+func endPerf(rec *exec.Cmd) {
+	if rec == nil {
+		return
+	}
+	t := time.AfterFunc(3*time.Second, func() { rec.Process.Kill() })
+	rec.Wait()
+	t.Stop()
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(l[max(0, len(l)-n):], " | ")
+}
+
+func slicesReplace(s []string, old, new string) []string {
+	r := make([]string, len(s))
+	for i, v := range s {
+		r[i] = v
+		if v == old {
+			r[i] = new
+		}
+	}
+	return r
+}
