@@ -10,6 +10,9 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	// First, so that its init catches the signals before the other
+	// packages' inits run.
+	"github.com/synth-dev/synth/cmd/synth/internal/endsig"
 	"github.com/synth-dev/synth/cmd/synth/internal/loadgen"
 	"github.com/synth-dev/synth/cmd/synth/internal/workload"
 )
@@ -31,11 +34,12 @@ func run() int {
 	// A closed output pipe must be an error the dump reports, not a
 	// silent SIGPIPE death.
 	signal.Ignore(syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first SIGINT, SIGTERM, SIGHUP or SIGQUIT ends the command
+	// cleanly, its output closed off as valid; those after it are
+	// swallowed, however many and whenever they come, as perf record's:
+	// only SIGKILL cuts the output short.
+	ctx, stop := endsig.Context(context.Background())
 	defer stop()
-	// The first signal ends the command cleanly (the output closed off
-	// as valid); a second one ends it at once.
-	context.AfterFunc(ctx, stop)
 	if len(os.Args) < 2 {
 		usage(os.Stderr)
 		return exitUsage
