@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/cmd/synth/internal/endsig"
 )
 
 // envExec names the command the re-executed binary must exec.
@@ -42,6 +45,13 @@ func Main() {
 		os.Exit(127) // the profiler gave up: do not run the command
 	}
 	unix.Close(goFD)
+	// Until now the signals that end synth were caught (endsig's init),
+	// as perf record's child has perf's SIGINT handler until its exec:
+	// one sent to the group before the go does not kill a workload the
+	// profiler is opening its events on. From the go on they are the
+	// command's: the default, so that the SIGTERM of an interrupted
+	// recording (Stop) ends it even before its exec.
+	signal.Reset(endsig.Signals...)
 	err := unix.Exec(path, os.Args[1:], os.Environ())
 	fmt.Fprintf(os.Stderr, "exec %s: %v\n", path, err)
 	os.Exit(127)
