@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -66,12 +67,22 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 	if err != nil {
 		return fail(stderr, err)
 	}
-	st, err := synth.Inject(ctx, input, w, opts)
+	// The method loads as Inject starts, before perf's header comes; a
+	// perf record that failed, or was interrupted, before its header
+	// leaves no output behind (no reader takes an empty file).
+	stream := &countingReader{r: input}
+	st, err := synth.Inject(ctx, stream, w, opts)
 	if *verbose {
 		printInjectTimes(stderr, st)
 	}
 	if cerr := closeOut(); err == nil && cerr != nil {
 		err = cerr
+	}
+	if err != nil && stream.n == 0 {
+		if *out != "" && *out != "-" {
+			os.Remove(*out)
+		}
+		return fail(stderr, errors.New("read perf's stream: perf's stream ended before it began"))
 	}
 	if err != nil {
 		return fail(stderr, err)
@@ -109,4 +120,16 @@ func printInjectTimes(stderr io.Writer, st synth.InjectStats) {
 			max(0, float64(t.Loaded)-float64(max(t.LoadStart, t.Header)))/1e6)
 	}
 	printSteps(stderr, st.Dump)
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
