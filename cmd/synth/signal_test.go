@@ -288,3 +288,51 @@ func slicesReplace(s []string, old, new string) []string {
 	}
 	return r
 }
+
+// With -o - whose reader has gone, a command ends with status 1 and one
+// line on stderr (SIGPIPE is ignored: the write's EPIPE is the error),
+// however far it got.
+func TestClosedPipeOneLine(t *testing.T) {
+	testenv.Root(t)
+	perf := testenv.Perf(t)
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		stdin func() (*os.File, func())
+	}{
+		{"dump", []string{"dump", "-o", "-"}, nil},
+		{"record -a", []string{"record", "-a", "-o", "-"}, nil},
+		{"record -- sleep", []string{"record", "-o", "-", "--", "sleep", "1"}, nil},
+		{"inject", []string{"inject", "-o", "-"}, func() (*os.File, func()) {
+			rec := exec.Command(perf, "record", "-a", "-q", "-k", "CLOCK_MONOTONIC", "--synth=no", "-T", "-o", "-", "--", "sleep", "1")
+			rec.Env = perfEnv(t)
+			pr, err := rec.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rec.Start(); err != nil {
+				t.Fatal(err)
+			}
+			return pr.(*os.File), func() { endPerf(rec) }
+		}},
+	} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close() // the reader has gone before the first write
+		cmd := exec.Command(synthBin, tc.args...)
+		cmd.Stdout = w
+		if tc.stdin != nil {
+			in, wait := tc.stdin()
+			cmd.Stdin = in
+			defer wait()
+		}
+		res := runCmd(t, cmd)
+		w.Close()
+		if res.code != exitError || strings.Count(res.stderr, "\n") != 1 ||
+			!strings.HasPrefix(res.stderr, "synth: ") || !strings.Contains(res.stderr, "broken pipe") {
+			t.Errorf("%s into a closed pipe: exit %d, stderr %q; want %d and one line saying so", tc.name, res.code, res.stderr, exitError)
+		}
+	}
+}
