@@ -52,6 +52,14 @@ func Main() {
 	// command's: the default, so that the SIGTERM of an interrupted
 	// recording (Stop) ends it even before its exec.
 	signal.Reset(endsig.Signals...)
+	// One that came before, swallowed, may be Stop's SIGTERM, sent
+	// just after the go: synth is ending, and the command ends as Stop
+	// would end it.
+	if endsig.Received() != nil {
+		unix.Kill(os.Getpid(), unix.SIGTERM) // the runtime dies of it
+		time.Sleep(time.Second)
+		os.Exit(128 + int(unix.SIGTERM))
+	}
 	err := unix.Exec(path, os.Args[1:], os.Environ())
 	fmt.Fprintf(os.Stderr, "exec %s: %v\n", path, err)
 	os.Exit(127)
