@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -49,17 +50,8 @@ func Main() {
 	// as perf record's child has perf's SIGINT handler until its exec:
 	// one sent to the group before the go does not kill a workload the
 	// profiler is opening its events on. From the go on they are the
-	// command's: the default, so that the SIGTERM of an interrupted
-	// recording (Stop) ends it even before its exec.
+	// command's: the defaults (Stop's SIGTERM waits for the exec).
 	signal.Reset(endsig.Signals...)
-	// One that came before, swallowed, may be Stop's SIGTERM, sent
-	// just after the go: synth is ending, and the command ends as Stop
-	// would end it.
-	if endsig.Received() != nil {
-		unix.Kill(os.Getpid(), unix.SIGTERM) // the runtime dies of it
-		time.Sleep(time.Second)
-		os.Exit(128 + int(unix.SIGTERM))
-	}
 	err := unix.Exec(path, os.Args[1:], os.Environ())
 	fmt.Fprintf(os.Stderr, "exec %s: %v\n", path, err)
 	os.Exit(127)
@@ -137,6 +129,7 @@ func (c *Cmd) Stop(grace time.Duration) *os.ProcessState {
 		return c.ProcessState
 	default:
 	}
+	c.awaitExec(grace)
 	c.Process.Signal(unix.SIGTERM)
 	select {
 	case <-c.exited:
@@ -145,6 +138,26 @@ func (c *Cmd) Stop(grace time.Duration) *os.ProcessState {
 		<-c.exited
 	}
 	return c.ProcessState
+}
+
+// awaitExec waits, at most grace, until the command has replaced the
+// child: Stop's SIGTERM is the command's, and one sent just after the go
+// could reach the child before it read the go, which swallows it
+// (endsig), and the command would run until the SIGKILL. The child's
+// /proc environ, its initial one, names envExec until its exec.
+func (c *Cmd) awaitExec(grace time.Duration) {
+	environ := fmt.Sprintf("/proc/%d/environ", c.Process.Pid)
+	for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		select {
+		case <-c.exited:
+			return
+		default:
+		}
+		b, err := os.ReadFile(environ)
+		if err != nil || !bytes.Contains(b, []byte("\x00"+envExec+"=")) && !bytes.HasPrefix(b, []byte(envExec+"=")) {
+			return
+		}
+	}
 }
 
 // ExitCode is the status a shell gives for how the workload ended: its
