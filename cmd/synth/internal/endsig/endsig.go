@@ -22,6 +22,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
 	"syscall"
 )
@@ -49,6 +50,7 @@ func init() {
 	// dropped is one swallowed, which is all the later ones need.
 	c := make(chan os.Signal, 8)
 	signal.Notify(c, caught...)
+	announce()
 	go func() {
 		for s := range c {
 			mu.Lock()
@@ -62,6 +64,26 @@ func init() {
 			mu.Unlock()
 		}
 	}()
+}
+
+// ReadyEnv names a descriptor to which init writes one byte once the
+// signals are caught, and which it then closes: a test that signals
+// synth at chosen moments starts its clock there, not in the moments
+// before (which depend on the host's speed, and in which any program
+// dies of the signal). The variable is unset, so that the processes
+// synth starts do not write to a descriptor of theirs.
+const ReadyEnv = "SYNTH_SIGNALS_READY_FD"
+
+func announce() {
+	v, ok := os.LookupEnv(ReadyEnv)
+	if !ok {
+		return
+	}
+	os.Unsetenv(ReadyEnv)
+	if fd, err := strconv.Atoi(v); err == nil && fd > 2 {
+		syscall.Write(fd, []byte{1})
+		syscall.Close(fd)
+	}
 }
 
 // Context returns a context that the first of Signals cancels, even one
