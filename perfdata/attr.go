@@ -10,9 +10,14 @@ var le = binary.LittleEndian
 // Event types and the software events synth opens and writes
 // (enum perf_type_id, enum perf_sw_ids, include/uapi/linux/perf_event.h).
 const (
+	TypeHardware = 0 // PERF_TYPE_HARDWARE
 	TypeSoftware = 1 // PERF_TYPE_SOFTWARE
 
+	CountHWCPUCycles    = 0 // PERF_COUNT_HW_CPU_CYCLES: cycles
+	CountHWInstructions = 1 // PERF_COUNT_HW_INSTRUCTIONS: instructions
+
 	CountSWCPUClock  = 0  // PERF_COUNT_SW_CPU_CLOCK: cpu-clock
+	CountSWTaskClock = 1  // PERF_COUNT_SW_TASK_CLOCK: task-clock
 	CountSWDummy     = 9  // PERF_COUNT_SW_DUMMY: the side-band's dummy event
 	CountSWBPFOutput = 10 // PERF_COUNT_SW_BPF_OUTPUT: the rings of BPF programs
 )

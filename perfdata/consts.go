@@ -121,6 +121,7 @@ const (
 const (
 	AttrDisabled      = 1 << 0
 	AttrInherit       = 1 << 1
+	AttrExcludeUser   = 1 << 4
 	AttrExcludeKernel = 1 << 5
 	AttrExcludeHV     = 1 << 6
 	AttrMmap          = 1 << 8

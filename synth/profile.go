@@ -18,9 +18,13 @@ type ProfileOptions struct {
 	// the children they fork from now on; the zero Target profiles the
 	// whole system. SampleType is the session's.
 	Options
-	// Freq and Callchain are as in SampleOptions.
-	Freq      uint64
-	Callchain bool
+	// Event, ExcludeKernel, ExcludeUser, Freq, Period, CPUs and
+	// Callchain are as in SampleOptions.
+	Event                      string
+	ExcludeKernel, ExcludeUser bool
+	Freq, Period               uint64
+	CPUs                       []int
+	Callchain                  bool
 	// OnExec starts sampling the target's processes at their next exec,
 	// as perf record samples the workload it starts (enable_on_exec).
 	OnExec bool
@@ -71,7 +75,9 @@ type Profiler struct {
 // process an error as OpenMethod says. Run or Close must follow.
 func NewProfiler(opts ProfileOptions) (*Profiler, error) {
 	p := &Profiler{opts: opts, start: time.Now()}
-	sample := &SampleOptions{Freq: opts.Freq, Callchain: opts.Callchain, OnExec: opts.OnExec, Stopped: !opts.OnExec}
+	sample := &SampleOptions{Event: opts.Event, ExcludeKernel: opts.ExcludeKernel, ExcludeUser: opts.ExcludeUser,
+		Freq: opts.Freq, Period: opts.Period, CPUs: opts.CPUs,
+		Callchain: opts.Callchain, OnExec: opts.OnExec, Stopped: !opts.OnExec}
 	p.so = SessionOptions{Options: opts.Options, Sample: sample}
 	s, err := NewSession(p.so)
 	if err != nil {

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -135,6 +136,7 @@ const regARM64LR = 1 << 30
 // 5.19): a leaf function that has not pushed a frame has its caller only
 // in LR, and perf report adds that caller to the chain from it.
 func samplerAttrOn(o *SampleOptions, inherit bool, goarch string) perfdata.Attr {
+	ev := sampleEvents[o.Event]
 	freq := o.Freq
 	if freq == 0 {
 		freq = DefaultSampleFreq
@@ -151,6 +153,16 @@ func samplerAttrOn(o *SampleOptions, inherit bool, goarch string) perfdata.Attr 
 	}
 	flags := uint64(perfdata.AttrDisabled | perfdata.AttrFreq | perfdata.AttrSampleIDAll |
 		perfdata.AttrUseClockID | perfdata.AttrExcludeGuest)
+	if o.Period > 0 {
+		flags &^= perfdata.AttrFreq
+		freq = o.Period
+	}
+	if o.ExcludeKernel {
+		flags |= perfdata.AttrExcludeKernel | perfdata.AttrExcludeHV
+	}
+	if o.ExcludeUser {
+		flags |= perfdata.AttrExcludeUser
+	}
 	if inherit {
 		flags |= perfdata.AttrInherit
 	}
@@ -158,13 +170,67 @@ func samplerAttrOn(o *SampleOptions, inherit bool, goarch string) perfdata.Attr 
 		flags |= perfdata.AttrEnableOnExec
 	}
 	return perfdata.Attr{
-		Type:           perfdata.TypeSoftware,
+		Type:           ev.typ,
 		Size:           perfdata.AttrSize,
-		Config:         perfdata.CountSWCPUClock,
+		Config:         ev.config,
 		SamplePeriod:   freq,
 		SampleType:     st,
 		SampleRegsUser: regs,
 		Flags:          flags,
 		ClockID:        unix.CLOCK_MONOTONIC,
 	}
+}
+
+// The events SampleOptions.Event names, as perf list does.
+const (
+	EventCPUClock     = "cpu-clock"
+	EventTaskClock    = "task-clock"
+	EventCycles       = "cycles"
+	EventInstructions = "instructions"
+)
+
+// sampleEvent is an event's type and config in perf_event_attr.
+type sampleEvent struct {
+	typ    uint32
+	config uint64
+}
+
+var sampleEvents = map[string]sampleEvent{
+	"":                {perfdata.TypeSoftware, perfdata.CountSWCPUClock},
+	EventCPUClock:     {perfdata.TypeSoftware, perfdata.CountSWCPUClock},
+	EventTaskClock:    {perfdata.TypeSoftware, perfdata.CountSWTaskClock},
+	EventCycles:       {perfdata.TypeHardware, perfdata.CountHWCPUCycles},
+	EventInstructions: {perfdata.TypeHardware, perfdata.CountHWInstructions},
+}
+
+// ErrNoEvent says that the kernel has no such event on this host: a
+// hardware event without a PMU that counts it (a VM without a virtual
+// PMU).
+var ErrNoEvent = errors.New("the CPU has no PMU counter for it (a VM without a virtual PMU?)")
+
+// check checks the event options.
+func (o *SampleOptions) check() error {
+	if _, ok := sampleEvents[o.Event]; !ok {
+		return fmt.Errorf("event %q: want %s, %s, %s or %s", o.Event, EventCPUClock, EventTaskClock, EventCycles, EventInstructions)
+	}
+	if o.ExcludeKernel && o.ExcludeUser {
+		return errors.New("an event that excludes both the kernel and user space samples nothing")
+	}
+	return nil
+}
+
+// hardware reports whether the event is counted by the PMU.
+func (o *SampleOptions) hardware() bool { return sampleEvents[o.Event].typ == perfdata.TypeHardware }
+
+// eventName is the event's name in perf.data, as perf writes it, with
+// its modifier: cpu-clock, cycles:u.
+func (o *SampleOptions) eventName() string {
+	name := cmp.Or(o.Event, EventCPUClock)
+	switch {
+	case o.ExcludeKernel:
+		name += ":u"
+	case o.ExcludeUser:
+		name += ":k"
+	}
+	return name
 }

@@ -56,8 +56,24 @@ type SessionOptions struct {
 // per CPU, as a cgroup event, for its cgroup (-G). Tasks outside the
 // target are never interrupted.
 type SampleOptions struct {
+	// Event is the event sampled, as perf record -e names it: "" or
+	// EventCPUClock, EventTaskClock, and the hardware events
+	// EventCycles and EventInstructions where the CPU has a PMU that
+	// counts them (else the session fails with ErrNoEvent).
+	Event string
+	// ExcludeKernel and ExcludeUser leave out the samples taken in the
+	// kernel, or in user space: the :u and :k modifiers of perf's -e.
+	ExcludeKernel, ExcludeUser bool
 	// Freq is the sampling frequency in Hz; 0 means DefaultSampleFreq.
 	Freq uint64
+	// Period, when set, samples once every Period events (ns for the
+	// clocks) instead of at Freq: perf record -c.
+	Period uint64
+	// CPUs, when set, has the event opened on these CPUs only (perf
+	// record -C); the others are never interrupted. The side-band and
+	// the dumps still cover every CPU: a mapping made on another CPU
+	// names the code a sample on these may hit.
+	CPUs []int
 	// Callchain records call chains (perf record -g).
 	Callchain bool
 	// OnExec leaves the target's processes unsampled until they exec,
@@ -273,6 +289,9 @@ func newSession(opts SessionOptions, d assemble.Options) (*Session, error) {
 	defer closeLive()
 	rc.LiveScope = live
 	if opts.Sample != nil {
+		if err := opts.Sample.check(); err != nil {
+			return nil, err
+		}
 		scope, err := newSampleScope(opts.Sample, opts.Target, d.Pids)
 		if err != nil {
 			return nil, err
@@ -281,9 +300,14 @@ func newSession(opts SessionOptions, d assemble.Options) (*Session, error) {
 		sampler := samplerAttr(opts.Sample, scope.inherit)
 		rc.Sampler, rc.SampleType, rc.SampleRegsUser = &sampler, sampler.SampleType, sampler.SampleRegsUser
 		rc.Scope = scope.SampleScope
+		rc.SamplerCPUs = opts.Sample.CPUs
 	}
 	d.SampleType = rc.SampleType // the trailer of the synthesized records
 	b, err := bpfmethod.NewWithRings(d, rc)
+	if err != nil && opts.Sample != nil && opts.Sample.hardware() &&
+		(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENODEV)) {
+		return nil, fmt.Errorf("event %s: %w", opts.Sample.eventName(), ErrNoEvent)
+	}
 	if err != nil {
 		return nil, public(err)
 	}
@@ -339,7 +363,7 @@ func (s *Session) init(rc bpfmethod.RingConfig, d assemble.Options) error {
 	if rc.Sampler != nil {
 		a := *rc.Sampler
 		a.Flags &^= perfdata.AttrDisabled
-		s.attrs = append(s.attrs, perfdata.EventAttr{Attr: a, Name: "cpu-clock", IDs: samplerIDs})
+		s.attrs = append(s.attrs, perfdata.EventAttr{Attr: a, Name: s.opts.Sample.eventName(), IDs: samplerIDs})
 		s.sampler = &a
 		if s.opts.Sample.OnExec || s.opts.Sample.Stopped {
 			return nil // the kernel enables them at the exec, or StartSampling

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -55,6 +56,9 @@ type RingConfig struct {
 	// SampleRegsUser goes with a SampleType that has
 	// PERF_SAMPLE_REGS_USER: the kernel refuses that bit without a mask.
 	SampleRegsUser uint64
+	// SamplerCPUs, when set, are the only CPUs the Sampler is opened
+	// on (perf record -C); each must be online.
+	SamplerCPUs []int
 }
 
 // outAttr is the attr of the BPF output events: they carry the records
@@ -110,7 +114,13 @@ type rings struct {
 	tasks    []*perfring.Event // the scoped side-band, into live (LiveScope)
 	samplers []*perfring.Event
 	size     int // data bytes per ring
+	// only, while the samplers open, are the CPUs they open on; nil:
+	// every CPU.
+	only map[int]bool
 }
+
+// covers reports whether an event now being opened goes on cpu.
+func (r *rings) covers(cpu int) bool { return r.only == nil || r.only[cpu] }
 
 func openRings(c RingConfig, arr *ebpf.Map) (*rings, error) {
 	if c.Pages == 0 {
@@ -151,6 +161,16 @@ func (r *rings) openTargets(c *RingConfig) error {
 	if c.Sampler == nil {
 		return nil
 	}
+	if c.SamplerCPUs != nil {
+		r.only = make(map[int]bool)
+		for _, cpu := range c.SamplerCPUs {
+			if !slices.Contains(r.cpus, cpu) {
+				return fmt.Errorf("cpu %d is not online", cpu)
+			}
+			r.only[cpu] = true
+		}
+		defer func() { r.only = nil }()
+	}
 	switch sc := &c.Scope; {
 	case sc.Cgroup != nil:
 		return r.openCgroup(c.Sampler, sc.Cgroup, &r.samplers, "sampling")
@@ -158,6 +178,9 @@ func (r *rings) openTargets(c *RingConfig) error {
 		return r.openTasks(c.Sampler, sc, &r.samplers, "sampling")
 	}
 	for i, cpu := range r.cpus {
+		if !r.covers(cpu) {
+			continue
+		}
 		ev, err := perfring.Open(c.Sampler, -1, cpu)
 		if err := r.redirect(ev, err, i, "sampling", "every task"); err != nil {
 			return err

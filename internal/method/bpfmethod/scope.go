@@ -124,6 +124,9 @@ func (r *rings) openTasks(a *perfdata.Attr, sc *Scope, into *[]*perfring.Event, 
 // CPU's side-band ring. A task that has exited is no error.
 func (r *rings) openTask(a *perfdata.Attr, tid int, into *[]*perfring.Event, what string) error {
 	for i, cpu := range r.cpus {
+		if !r.covers(cpu) {
+			continue
+		}
 		ev, err := perfring.Open(a, tid, cpu)
 		if errors.Is(err, unix.ESRCH) {
 			return nil // exited since it was listed
@@ -140,6 +143,9 @@ func (r *rings) openTask(a *perfdata.Attr, tid int, into *[]*perfring.Event, wha
 // redirected into that CPU's side-band ring.
 func (r *rings) openCgroup(a *perfdata.Attr, cgroup *os.File, into *[]*perfring.Event, what string) error {
 	for i, cpu := range r.cpus {
+		if !r.covers(cpu) {
+			continue
+		}
 		ev, err := perfring.OpenCgroup(a, cgroup, cpu)
 		if err := r.redirect(ev, err, i, what, "its cgroup"); err != nil {
 			return err
