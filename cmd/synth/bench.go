@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,22 +18,25 @@ import (
 const vmasPerProc = 10000
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	cl := newCmdLine("bench", "[options]")
+	fs := cl.fs
 	var (
 		reps    = fs.Int("reps", 5, "runs per method")
-		threads = fs.Int("threads", 0, "procmaps and procquery run with 1..N workers (default: one per CPU)")
+		threads = fs.Int("threads", 0, "procmaps and procquery run with 1..`n` workers (default: one per CPU)")
 		asJSON  = fs.Bool("json", false, "print JSON instead of a table")
 		sweep   = fs.String("sweep", "", "measure with load processes adding these VMA `counts` (e.g. 10k,100k,500k)")
 		svg     = fs.String("svg", "bench.svg", "with --sweep, plot time against VMAs into this `file`")
 		noPerf  = fs.Bool("no-perf", false, "leave perf's own synthesis out")
 	)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := cl.parse(args, stdout, stderr); !ok {
 		return code
+	}
+	if fs.NArg() > 0 {
+		return cl.usageError(stderr, "unexpected argument %q", fs.Arg(0))
 	}
 	sizes, err := parseSizes(*sweep)
 	if err != nil {
-		fmt.Fprintf(stderr, "synth: bench: --sweep: %v\n", err)
-		return exitUsage
+		return cl.usageError(stderr, "--sweep: %v", err)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -123,10 +125,13 @@ func parseSizes(s string) ([]int, error) {
 // runLoadgen holds a load of VMAs until interrupted, for reproducing
 // benchmarks by hand.
 func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	vmas := fs.Int("vmas", 100000, "VMAs to add, in processes of 10,000")
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	cl := newCmdLine("loadgen", "[options]")
+	vmas := cl.fs.Int("vmas", 100000, "`VMAs` to add, in processes of 10,000")
+	if code, ok := cl.parse(args, stdout, stderr); !ok {
 		return code
+	}
+	if cl.fs.NArg() > 0 {
+		return cl.usageError(stderr, "unexpected argument %q", cl.fs.Arg(0))
 	}
 	l, err := loadgen.Start((*vmas+vmasPerProc-1)/vmasPerProc, min(*vmas, vmasPerProc))
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,22 +16,20 @@ import (
 
 // dumpArgs is synth dump's command line.
 type dumpArgs struct {
-	out     string
+	commonFlags
 	method  string
 	threads int
 	warmup  int
-	verbose bool
 	opts    synth.Options // the flags' options, with the target's
-	tf      *targetFlags
 }
 
 func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writer) int {
-	fs, d := dumpFlags(stderr)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	cl, d := dumpFlags()
+	if code, ok := cl.parse(args, stdout, stderr); !ok {
 		return code
 	}
-	if err := d.check(fs, stdout); err != nil {
-		return usageError(stderr, "dump: %v", err)
+	if err := d.check(cl, stdout); err != nil {
+		return cl.usageError(stderr, "%v", err)
 	}
 	// A dump is one short burst of allocation, much of it cilium/ebpf's
 	// parse of the kernel's BTF: collecting at 5x the live heap, not 2x,
@@ -46,7 +43,7 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 		if err != nil {
 			return fail(stderr, err)
 		}
-		printSummary(stderr, st, start, d.verbose)
+		printSummary(stderr, st, start, d.verbose > 0)
 		return exitOK
 	}
 	m, code, ok := openDumpMethod(d, stderr)
@@ -56,45 +53,34 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	defer m.Close()
 	st, err := writeDump(ctx, m, d, stdout)
 	if err != nil {
+		removeEmpty(d.out)
 		return fail(stderr, err)
 	}
 	return reportDump(stderr, d, st, start)
 }
 
-// dumpFlags defines synth dump's flags, which fill d.
-func dumpFlags(stderr io.Writer) (*flag.FlagSet, *dumpArgs) {
-	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+// dumpFlags defines synth dump's options, which fill d.
+func dumpFlags() (*cmdLine, *dumpArgs) {
+	cl := newCmdLine("dump", "[options]")
 	d := &dumpArgs{}
-	fs.StringVar(&d.out, "o", "", "write perf.data to `FILE` (default: stdout; pipe mode unless it is a regular file)")
-	fs.BoolVar(&d.opts.Data, "data", false, "include non-executable mappings, as perf record -d")
+	cl.addCommon(&d.commonFlags, &d.opts, "dump", "write perf.data to `file` (default: stdout; pipe mode unless it is a regular file)", "")
+	fs := cl.fs
 	fs.BoolVar(&d.opts.NoKernel, "no-kernel", false, "leave out the kernel and module maps and the BPF programs' symbols")
-	fs.BoolVar(&d.opts.NoBPFEvent, "no-bpf-event", false, "leave out the BPF_EVENT record of each loaded BPF program (its KSYMBOLs stay), as perf record --no-bpf-event")
-	fs.BoolVar(&d.opts.NoBuildID, "no-buildid", false, "identify files by maj/min/ino instead of build ID")
-	fs.DurationVar(&d.opts.BuildIDTimeout, "buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `DURATION` for the build IDs of files new to the cache; a file whose reads block past it (FUSE, NFS) gets none")
-	fs.DurationVar(&d.opts.ProcMapTimeout, "proc-map-timeout", synth.DefaultProcMapTimeout, "wait at most `DURATION` for a process's mmap lock; a process whose lock is held longer is left out and named, as perf record --proc-map-timeout")
-	fs.StringVar(&d.method, "method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
-	fs.IntVar(&d.threads, "threads", 0, "worker threads of the /proc methods (default: one per CPU)")
-	fs.StringVar(&d.opts.Walk, "walk", synth.WalkAuto, "bpf method: how to read each process's VMAs: `WALK` auto (maple where the kernel can prove it), maple (lockless, validated) or iter (the task_vma iterator)")
+	fs.StringVar(&d.method, "method", "auto", "how to read the mappings: `method` auto, bpf, procmaps or procquery")
+	fs.IntVar(&d.threads, "threads", 0, "worker `threads` of the /proc methods (default: one per CPU)")
+	fs.StringVar(&d.opts.Walk, "walk", synth.WalkAuto, "bpf method: how to read each process's VMAs: `walk` auto (maple where the kernel can prove it), maple (lockless, validated) or iter (the task_vma iterator)")
 	fs.BoolVar(&d.opts.NoLive, "no-live", false, "bpf method: dump without the live side-band (a mapping made meanwhile may be missed)")
-	fs.IntVar(&d.warmup, "warmup", 0, "dump `N` times first and write nothing of it: a benchmark's warm build-ID cache")
-	fs.BoolVar(&d.opts.Namespaces, "namespaces", false, "add a NAMESPACES record for every task, as perf record --namespaces")
-	fs.BoolVar(&d.opts.Cgroups, "all-cgroups", false, "add a CGROUP record for every cgroup, as perf record --all-cgroups")
-	fs.BoolVar(&d.verbose, "v", false, "print where the time went (loading, then the dump's phases) and the maple walk's counts")
-	fs.IntVar(&d.opts.RingPages, "ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
-	d.tf = addTargetFlags(fs, "dump")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth dump [-o FILE] [-p PID,... | -t TID,... | -u USER | -G CGROUP] [--data] [--namespaces] [--all-cgroups]\n                  [--no-bpf-event] [--no-kernel] [--no-buildid] [--buildid-timeout D] [--proc-map-timeout D]\n                  [--method auto|bpf|procmaps|procquery] [--walk maple|iter] [--threads N] [--ring-pages N] [--no-live] [--warmup N] [-v]")
-		fs.PrintDefaults()
-	}
-	return fs, d
+	fs.IntVar(&d.warmup, "warmup", 0, "dump `n` times first and write nothing of it: a benchmark's warm build-ID cache")
+	cl.addNegations()
+	return cl, d
 }
 
 // check checks the parsed command line as far as it can without
 // reading the host; its error is a usage error. It sets the target of
 // d.opts, which the method resolves when it opens.
-func (d *dumpArgs) check(fs *flag.FlagSet, stdout *os.File) error {
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+func (d *dumpArgs) check(cl *cmdLine, stdout *os.File) error {
+	if cl.fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", cl.fs.Arg(0))
 	}
 	if err := d.opts.Check(); err != nil {
 		return err
@@ -103,7 +89,7 @@ func (d *dumpArgs) check(fs *flag.FlagSet, stdout *os.File) error {
 		return fmt.Errorf("unknown method %q (want auto, bpf, procmaps or procquery)", d.method)
 	}
 	var err error
-	if d.opts.Target, err = d.tf.target(); err != nil {
+	if d.opts.Target, err = d.target(); err != nil {
 		return err
 	}
 	if d.method == bench.MethodFloor && d.tf.set() {
@@ -123,14 +109,14 @@ func openDumpMethod(d *dumpArgs, stderr io.Writer) (*synth.Method, int, bool) {
 		Fallback: func(method string, err error) { why = append(why, fmt.Errorf("%s: %w", method, err)) }})
 	if err != nil {
 		code := fail(stderr, err)
-		if d.verbose {
+		if d.verbose > 0 {
 			printVerifierLog(stderr, append(why, err)...)
 		}
 		return nil, code, false
 	}
 	if len(why) > 0 {
 		fmt.Fprintf(stderr, "synth: using a fallback method because %v\n", joinErrs(why))
-		if d.verbose {
+		if d.verbose > 0 {
 			printVerifierLog(stderr, why...)
 		}
 	}
@@ -159,14 +145,14 @@ func writeDump(ctx context.Context, m *synth.Method, d *dumpArgs, stdout *os.Fil
 // reportDump prints the summary of a written dump and its warnings, and
 // returns its status: an error if records were lost.
 func reportDump(stderr io.Writer, d *dumpArgs, st synth.Stats, start time.Time) int {
-	printSummary(stderr, st, start, d.verbose)
+	printSummary(stderr, st, start, d.verbose > 0)
 	if !d.opts.NoBuildID {
 		fmt.Fprintf(stderr, "synth: build IDs: %d of %d file-backed mappings; %d files in the cache; read now: %d files, %d with a build ID\n",
 			st.BuildIDMappings, st.FileMappings, st.Cached, st.FilesRead, st.BuildIDsRead)
 	}
 	if st.Unreadable > 0 {
-		fmt.Fprintf(stderr, "synth: warning: %d of %d processes' mappings could not be read (permission denied); run as root for all of them\n",
-			st.Unreadable, st.Processes)
+		fmt.Fprintf(stderr, "synth: warning: %d of %d processes' mappings could not be read (permission denied)%s\n",
+			st.Unreadable, st.Processes, rootAdvice())
 	}
 	if len(st.LockedOut) > 0 {
 		fmt.Fprintf(stderr, "synth: warning: %d processes left out: their mmap lock was not taken within %v (a writer holds it): %s\n",
@@ -184,7 +170,7 @@ func reportDump(stderr io.Writer, d *dumpArgs, st synth.Stats, start time.Time) 
 		fmt.Fprintf(stderr, "synth: warning: the kernel dropped %d live records while dumping; the output marks them with PERF_RECORD_LOST\n", st.LiveLost)
 	}
 	if st.Lost > 0 {
-		fmt.Fprintf(stderr, "synth: %d records lost: the dump is incomplete (try a larger --ring-pages)\n", st.Lost)
+		fmt.Fprintf(stderr, "synth: %d records lost: the dump is incomplete (try a larger -m/--mmap-pages)\n", st.Lost)
 		return exitError
 	}
 	return exitOK
@@ -268,4 +254,14 @@ func printSteps(stderr io.Writer, st synth.Stats) {
 		fmt.Fprintf(stderr, "synth: maple walk: %d chunks resumed, %d processes read again with the iterator (changed while walked)\n",
 			st.Resumed, st.WalksInvalid)
 	}
+}
+
+// rootAdvice is the advice a warning of unreadable processes ends with:
+// none for root, whose reads failed for another reason (a process's
+// own hardening, a mount's) that running as root again cannot mend.
+func rootAdvice() string {
+	if os.Geteuid() == 0 {
+		return ""
+	}
+	return "; run as root for all of them"
 }

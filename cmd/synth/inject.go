@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,37 +13,20 @@ import (
 )
 
 func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stderr io.Writer) int {
-	fs := flag.NewFlagSet("inject", flag.ContinueOnError)
-	var (
-		in        = fs.String("i", "-", "read perf's pipe from `FILE` (default: stdin)")
-		out       = fs.String("o", "", "write perf.data to `FILE` (default: stdout; pipe mode unless it is a regular file)")
-		noBuildID = fs.Bool("no-buildid", false, "identify files by maj/min/ino instead of build ID")
-		bidWait   = fs.Duration("buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `DURATION` for the build IDs of files new to the cache")
-		method    = fs.String("method", "auto", "`METHOD`: auto, bpf, procmaps or procquery")
-		threads   = fs.Int("threads", 0, "worker threads of the /proc methods (default: one per CPU)")
-		verbose   = fs.Bool("v", false, "print when perf's header came, when the method loaded and the dump began, and where the dump's time went")
-		// The build-ID cache: -N skips it, --buildid-all takes every file.
-		noBuildIDCache, buildIDAll bool
-	)
-	fs.BoolVar(&noBuildIDCache, "N", false, "do not put the files with samples in the build-ID cache (~/.debug)")
-	fs.BoolVar(&noBuildIDCache, "no-buildid-cache", false, "same as -N")
-	fs.BoolVar(&buildIDAll, "buildid-all", false, "put every file of the build-ID table in the build-ID cache, not only those with samples")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: perf record -k CLOCK_MONOTONIC --synth=no ... -o - | synth inject [-i FILE|-] [-o FILE|-]\n                  [--no-buildid] [--buildid-timeout D] [--method auto|bpf|procmaps|procquery] [--threads N] [-v]")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	cl, ia := injectFlags()
+	if code, ok := cl.parse(args, stdout, stderr); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		return usageError(stderr, "inject: unexpected argument %q", fs.Arg(0))
+	in, out, noBuildID, bidWait, method, threads := &ia.in, &ia.out, &ia.noBuildID, &ia.bidWait, &ia.method, &ia.threads
+	if cl.fs.NArg() > 0 {
+		return cl.usageError(stderr, "unexpected argument %q", cl.fs.Arg(0))
 	}
 	if !knownMethod(*method) {
-		return usageError(stderr, "inject: unknown method %q (want auto, bpf, procmaps or procquery)", *method)
+		return cl.usageError(stderr, "unknown method %q (want auto, bpf, procmaps or procquery)", *method)
 	}
 	if *out == "" {
 		if err := checkStdout(stdout); err != nil {
-			return usageError(stderr, "inject: %v", err)
+			return cl.usageError(stderr, "%v", err)
 		}
 	}
 	input := stdin
@@ -72,7 +54,7 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 	// leaves no output behind (no reader takes an empty file).
 	stream := &countingReader{r: input}
 	st, err := synth.Inject(ctx, stream, w, opts)
-	if *verbose {
+	if ia.verbose {
 		printInjectTimes(stderr, st)
 	}
 	if cerr := closeOut(); err == nil && cerr != nil {
@@ -85,12 +67,13 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 		return fail(stderr, errors.New("read perf's stream: perf's stream ended before it began"))
 	}
 	if err != nil {
+		removeEmpty(*out)
 		return fail(stderr, err)
 	}
 	if st.BadBuildIDs > 0 {
 		fmt.Fprintf(stderr, "synth: inject: warning: %d of perf's MMAP2 records had a build-ID bit perf would misread (the kernel's, or a size over 20): passed on without it\n", st.BadBuildIDs)
 	}
-	fillBuildIDCache(stderr, *out, noBuildIDCache, buildIDAll)
+	fillBuildIDCache(stderr, ia.out, ia.noBuildIDCache, ia.buildIDAll)
 	fmt.Fprintf(stderr, "synth: inject: method %s: %d processes, %d synthesized records written, %d left out as perf reported them first, dump %v; %d of perf's records\n",
 		st.Dump.Method, st.Dump.Processes, st.Written, st.Dropped, st.Dump.Elapsed.Round(10*time.Microsecond), st.Perf)
 	return exitOK
@@ -132,4 +115,35 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// injectArgs is synth inject's command line.
+type injectArgs struct {
+	in, out   string
+	noBuildID bool
+	bidWait   time.Duration
+	method    string
+	threads   int
+	// noBuildIDCache and buildIDAll are perf's -N and --buildid-all,
+	// for the build-ID cache written after an injection.
+	noBuildIDCache, buildIDAll bool
+	verbose                    bool
+}
+
+// injectFlags defines synth inject's options, which fill ia.
+func injectFlags() (*cmdLine, *injectArgs) {
+	cl := newCmdLine("inject", "[options]  (perf record -k CLOCK_MONOTONIC --synth=no ... -o - | synth inject ...)")
+	ia := &injectArgs{}
+	fs := cl.fs
+	fs.StringVarP(&ia.in, "input", "i", "-", "read perf's pipe from `file` (default: stdin)")
+	fs.StringVarP(&ia.out, "output", "o", "", "write perf.data to `file` (default: stdout; pipe mode unless it is a regular file)")
+	fs.BoolVarP(&ia.noBuildID, "no-buildid", "B", false, "identify files by maj/min/ino instead of build ID")
+	fs.DurationVar(&ia.bidWait, "buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `duration` for the build IDs of files new to the cache")
+	fs.StringVar(&ia.method, "method", "auto", "how to read the mappings: `method` auto, bpf, procmaps or procquery")
+	fs.IntVar(&ia.threads, "threads", 0, "worker `threads` of the /proc methods (default: one per CPU)")
+	fs.BoolVarP(&ia.noBuildIDCache, "no-buildid-cache", "N", false, "do not update the build-ID cache")
+	fs.BoolVar(&ia.buildIDAll, "buildid-all", false, "put every file with a build ID in the build-ID cache")
+	fs.BoolVarP(&ia.verbose, "verbose", "v", false, "print when perf's header came, when the method loaded and the dump began, and where the dump's time went")
+	cl.addNegations()
+	return cl, ia
 }

@@ -131,7 +131,7 @@ var (
 	summaryRE      = regexp.MustCompile(`^synth: method (\w+)(?: \(walk (\w+)\))?: (\d+) processes, (\d+) mappings, (\d+) records, (\d+) lost, \S+ \(\S+ with loading\)\n`)
 	liveRE         = regexp.MustCompile(`synth: live side-band: (\d+) records while dumping, (\d+) synthesized records dropped as reported live first\n$`)
 	lockedOutRE    = regexp.MustCompile(`synth: warning: \d+ processes left out: their mmap lock was not taken within \S+ \(a writer holds it\): (.+)\n$`)
-	unreadableRE   = regexp.MustCompile(`synth: warning: (\d+) of \d+ processes' mappings could not be read \(permission denied\); run as root for all of them\n$`)
+	unreadableRE   = regexp.MustCompile(`synth: warning: (\d+) of \d+ processes' mappings could not be read \(permission denied\)(?:; run as root for all of them)?\n$`)
 	walkFallbackRE = regexp.MustCompile(`^synth: walk iter, not maple: (.+)\n`)
 	programTimeRE  = regexp.MustCompile(`^synth: BPF programs ran \S+ of it \(kernel.bpf_stats_enabled\)\n`)
 	buildIDRE      = regexp.MustCompile(`^synth: build IDs: (\d+) of (\d+) file-backed mappings; (\d+) files in the cache; read now: (\d+) files, (\d+) with a build ID\n$`)

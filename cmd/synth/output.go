@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,36 +12,6 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
-
-// parseFlags parses a command's flags. On a bad command line it prints
-// one "synth:" line and the usage, and returns the status to exit with.
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
-	// The flag package's own messages have no prefix: it is kept quiet,
-	// and the error printed here.
-	fs.SetOutput(io.Discard)
-	usage := fs.Usage
-	fs.Usage = func() {}
-	err := fs.Parse(args)
-	fs.SetOutput(stderr)
-	fs.Usage = usage
-	switch {
-	case err == nil:
-		return exitOK, true
-	case errors.Is(err, flag.ErrHelp):
-		fs.Usage()
-		return exitOK, false
-	default:
-		fmt.Fprintf(stderr, "synth: %s: %v\n", fs.Name(), err)
-		fs.Usage()
-		return exitUsage, false
-	}
-}
-
-// usageError prints a bad command line's message and returns its status.
-func usageError(stderr io.Writer, format string, args ...any) int {
-	fmt.Fprintf(stderr, "synth: "+format+"\n", args...)
-	return exitUsage
-}
 
 // knownMethod reports whether name is a method --method takes: the
 // public ones, and the extra ones a command also accepts.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -26,35 +25,49 @@ const workloadGrace = 500 * time.Millisecond
 
 // recordArgs is synth record's command line.
 type recordArgs struct {
-	out       string
-	all       bool
-	maxFiles  int
-	switchOut switchFlag
-	// opts holds the flags' options, with the target's; a workload
-	// becomes the target once it is started.
-	opts    synth.ProfileOptions
-	tf      *targetFlags
-	command []string // the workload, after the flags
-
-	// The build-ID cache: -N skips it, --buildid-all takes every file.
+	commonFlags
+	freq      string // -F: Hz, max, or "" for the default
+	event     string
+	cpus      string
+	callGraph string
+	clockid   string
+	quiet     bool
+	// noBuildIDCache and buildIDAll are perf record's -N and
+	// --buildid-all, for the build-ID cache written after a recording.
 	noBuildIDCache, buildIDAll bool
+	maxFiles                   int
+	switchOut                  switchFlag
+	// opts holds the flags' options, with the target's; a workload
+	// without a target becomes the target once it is started.
+	opts    synth.ProfileOptions
+	command []string // the workload, after the options
 }
 
+// explicitTarget reports whether the command line names what to
+// record (-a, -p, -t, -u, -G): a command then only bounds the time, as
+// in perf record -p PID -- sleep 2.
+func (r *recordArgs) explicitTarget() bool { return r.all || r.tf.set() }
+
 func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Writer) int {
-	fs, r := recordFlags(stderr)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	cl, r := recordFlags()
+	if code, ok := cl.parse(args, stdout, stderr); !ok {
 		return code
 	}
-	if err := r.check(fs, stdout); err != nil {
-		return usageError(stderr, "record: %v", err)
+	if err := r.check(cl, stdout); err != nil {
+		return cl.usageError(stderr, "%v", err)
 	}
-	r.opts.Freq = limitFreq(r.opts.Freq, stderr)
+	// -q: no summary, no warnings; errors still go to stderr.
+	info := stderr
+	if r.quiet {
+		info = io.Discard
+	}
+	r.opts.Freq = limitFreq(r.opts.Freq, info)
 	var err error
 	var cmd *workload.Cmd
 	if len(r.command) > 0 {
 		// Stopped before it runs its command: nothing happens if a
 		// check below fails.
-		if cmd, err = startWorkload(r.command, &r.opts, stderr); err != nil {
+		if cmd, err = startWorkload(r.command, &r.opts, !r.explicitTarget(), stderr); err != nil {
 			return startFailed(stderr, r.command[0], err)
 		}
 		defer cmd.Stop(workloadGrace)
@@ -64,11 +77,12 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		return fail(stderr, err)
 	}
 	// Only now, with every check passed, is the output replaced.
-	if cmd != nil {
+	var cancel context.CancelFunc
+	ctx, cancel = context.WithCancel(ctx)
+	defer cancel()
+	switch {
+	case cmd != nil:
 		// The recording ends when the workload does.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
 		go func() {
 			select {
 			case <-cmd.Exited():
@@ -76,67 +90,71 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 			case <-ctx.Done():
 			}
 		}()
+	case len(r.opts.Target.Pids) > 0 || len(r.opts.Target.Tids) > 0:
+		// -p and -t without a command end when every target has.
+		go waitTargets(ctx, cancel, r.opts.Target)
 	}
-	st, err := runProfiler(ctx, p, r.out, stdout, stderr, r.switchOut, r.maxFiles, writeOptions(r.out))
+	last := r.out
+	st, err := runProfiler(ctx, p, r.out, stdout, info, r.switchOut, r.maxFiles, writeOptions(r.out), &last)
 	code := exitOK
 	if cmd != nil {
 		code = workload.ExitCode(cmd.Stop(workloadGrace))
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
+		removeEmpty(r.out)
 		return fail(stderr, err)
 	}
 	if !r.switchOut.set {
 		fillBuildIDCache(stderr, r.out, r.noBuildIDCache, r.buildIDAll)
 	}
-	return max(code, recordSummary(stderr, st))
+	if r.verbose > 0 {
+		printSummary(info, st.Dump, time.Now().Add(-st.Duration), false)
+	}
+	return max(code, recordSummary(info, st, last, stdout))
 }
 
-// recordFlags defines synth record's flags, which fill r.
-func recordFlags(stderr io.Writer) (*flag.FlagSet, *recordArgs) {
-	fs := flag.NewFlagSet("record", flag.ContinueOnError)
+// recordFlags defines synth record's options, which fill r.
+func recordFlags() (*cmdLine, *recordArgs) {
+	cl := newCmdLine("record", "[options] [[--] command [args]]")
+	cl.perf = perfRecordOptions
 	r := &recordArgs{}
-	fs.Uint64Var(&r.opts.Freq, "F", synth.DefaultSampleFreq, "sample at `HZ`")
-	fs.BoolVar(&r.all, "a", false, "profile every CPU and process (the default without -p or a command)")
-	fs.BoolVar(&r.opts.Callchain, "g", false, "record call chains")
-	fs.StringVar(&r.out, "o", "perf.data", "write to `FILE` (a previous one is kept as FILE.old); - for stdout in pipe mode")
-	fs.BoolVar(&r.opts.NoBuildID, "no-buildid", false, "identify files by maj/min/ino instead of build ID")
-	fs.BoolVar(&r.noBuildIDCache, "N", false, "do not put the files with samples in the build-ID cache (~/.debug)")
-	fs.BoolVar(&r.noBuildIDCache, "no-buildid-cache", false, "same as -N")
-	fs.BoolVar(&r.buildIDAll, "buildid-all", false, "put every file of the build-ID table in the build-ID cache, not only those with samples")
-	fs.BoolVar(&r.opts.Namespaces, "namespaces", false, "record NAMESPACES for every task, as perf record --namespaces")
-	fs.BoolVar(&r.opts.Cgroups, "all-cgroups", false, "record CGROUP for every cgroup, as perf record --all-cgroups")
-	fs.BoolVar(&r.opts.NoBPFEvent, "no-bpf-event", false, "record no BPF_EVENT records (KSYMBOLs stay), as perf record --no-bpf-event")
-	fs.IntVar(&r.opts.RingPages, "ring-pages", 0, fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d)", synth.MinRingPages, synth.DefaultRingPages))
-	fs.IntVar(&r.maxFiles, "switch-max-files", 0, "with --switch-output, keep only the `N` newest files")
+	fs := cl.fs
+	fs.StringVarP(&r.event, "event", "e", synth.EventCPUClock,
+		"sample `event`: cpu-clock, task-clock, cycles or instructions, with :u (user space only) or :k (kernel only)")
+	fs.StringVarP(&r.freq, "freq", "F", "", fmt.Sprintf("sample at `freq` Hz, or max: the kernel's limit (default %d)", synth.DefaultSampleFreq))
+	fs.Uint64VarP(&r.opts.Period, "count", "c", 0, "sample once every `n` events (ns for the clocks) instead of at a frequency")
+	fs.StringVarP(&r.cpus, "cpu", "C", "", "sample only on these CPUs (`cpu-list`: 0,2-3)")
+	fs.BoolVarP(&r.opts.Callchain, "g", "g", false, "record call chains (frame pointers), as --call-graph fp")
+	fs.StringVar(&r.callGraph, "call-graph", "", "record call chains by `mode`: fp (dwarf and lbr are not supported)")
+	fs.StringVarP(&r.clockid, "clockid", "k", "", "the samples' `clockid`: only CLOCK_MONOTONIC (mono), the clock synth's records are in")
+	cl.addCommon(&r.commonFlags, &r.opts.Options, "profile", "write to `file` (a previous one is kept as FILE.old); - for stdout in pipe mode", "perf.data")
+	fs.BoolVarP(&r.quiet, "quiet", "q", false, "print no summary and no warnings")
+	fs.BoolVarP(&r.noBuildIDCache, "no-buildid-cache", "N", false, "do not update the build-ID cache")
+	fs.BoolVar(&r.buildIDAll, "buildid-all", false, "put every file with a build ID in the build-ID cache, not only those sampled")
 	fs.Var(&r.switchOut, "switch-output", "close the output and start FILE.<timestamp> on SIGUSR2 (`signal`), once it holds SIZE (10M), or every TIME (30s);"+
 		" each file starts with a dump of the state")
-	r.tf = addTargetFlags(fs, "profile")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: synth record [-F HZ] [-a | -p PID,... | -t TID,... | -u USER | -G CGROUP] [-g] [-o FILE]\n                    [--namespaces] [--all-cgroups] [--no-bpf-event] [--no-buildid] [--ring-pages N]\n                    [--switch-output[=signal|SIZE|TIME] [--switch-max-files N]] [-- CMD ARGS]")
-		fs.PrintDefaults()
-	}
-	return fs, r
+	fs.Lookup("switch-output").NoOptDefVal = "signal"
+	fs.IntVar(&r.maxFiles, "switch-max-files", 0, "with --switch-output, keep only the `n` newest files")
+	cl.addNegations()
+	return cl, r
 }
 
 // check checks the parsed command line as far as it can without
 // reading the host; its error is a usage error. It sets the target of
 // r.opts, which the profile resolves when it opens, and r.command.
-func (r *recordArgs) check(fs *flag.FlagSet, stdout *os.File) error {
+func (r *recordArgs) check(cl *cmdLine, stdout *os.File) error {
 	if err := r.opts.Check(); err != nil {
 		return err
 	}
 	var err error
-	if r.opts.Target, err = r.tf.target(); err != nil {
+	if r.opts.Target, err = r.target(); err != nil {
 		return err
 	}
-	r.command = fs.Args()
+	r.command = cl.fs.Args()
+	if err := r.checkSampling(cl); err != nil {
+		return err
+	}
 	switch {
-	case r.all && (r.tf.set() || len(r.command) > 0):
-		return errors.New("-a takes neither a target (-p, -t, -u, -G) nor a command")
-	case r.tf.set() && len(r.command) > 0:
-		return errors.New("a target (-p, -t, -u, -G) takes no command")
-	case r.opts.Freq == 0:
-		return errors.New("-F 0: want a frequency above 0")
 	case r.switchOut.set && r.out == "-":
 		return errors.New("--switch-output writes files: not with -o -")
 	case r.switchOut.set && !regularOrNew(r.out):
@@ -150,16 +168,176 @@ func (r *recordArgs) check(fs *flag.FlagSet, stdout *os.File) error {
 	return nil
 }
 
+// checkSampling reads the options of the sampling event.
+func (r *recordArgs) checkSampling(cl *cmdLine) error {
+	var err error
+	if r.opts.Event, r.opts.ExcludeKernel, r.opts.ExcludeUser, err = parseEvent(r.event); err != nil {
+		return err
+	}
+	if r.freq != "" && cl.fs.Changed("count") {
+		return errors.New("-F and -c: give a frequency or a period, not both")
+	}
+	if cl.fs.Changed("count") && r.opts.Period == 0 {
+		return errors.New("-c 0: want a period above 0")
+	}
+	if r.opts.Freq, err = parseFreq(r.freq); err != nil {
+		return err
+	}
+	if r.opts.CPUs, err = parseCPUList(r.cpus); err != nil {
+		return fmt.Errorf("-C %s: %w", r.cpus, err)
+	}
+	switch mode, _, _ := strings.Cut(r.callGraph, ","); mode {
+	case "":
+	case "fp":
+		r.opts.Callchain = true
+	case "dwarf", "lbr":
+		return fmt.Errorf("--call-graph %s is not supported: only fp (frame pointers, as -g)", mode)
+	default:
+		return fmt.Errorf("--call-graph %s: want fp", r.callGraph)
+	}
+	switch strings.ToLower(r.clockid) {
+	case "", "clock_monotonic", "monotonic", "mono", "1":
+	default:
+		return fmt.Errorf("-k %s is not supported: synth's records are timed by CLOCK_MONOTONIC, "+
+			"which the dedupe of the dump against the live records relies on", r.clockid)
+	}
+	return nil
+}
+
+// parseEvent reads -e: one event, with an optional u or k modifier.
+func parseEvent(s string) (event string, excludeKernel, excludeUser bool, err error) {
+	name, mods, _ := strings.Cut(s, ":")
+	switch name {
+	case synth.EventCPUClock, synth.EventTaskClock, synth.EventCycles, synth.EventInstructions:
+	case "cpu-cycles":
+		name = synth.EventCycles
+	default:
+		if strings.Contains(s, ",") {
+			return "", false, false, fmt.Errorf("-e %s: synth samples one event", s)
+		}
+		return "", false, false, fmt.Errorf("-e %s is not supported: want cpu-clock, task-clock, cycles or instructions", s)
+	}
+	var u, k bool
+	for _, m := range mods {
+		switch m {
+		case 'u':
+			u = true
+		case 'k':
+			k = true
+		default:
+			return "", false, false, fmt.Errorf("-e %s: modifier %q is not supported: want u or k", s, m)
+		}
+	}
+	return name, u && !k, k && !u, nil
+}
+
+// parseFreq reads -F: Hz, or max for the kernel's limit.
+func parseFreq(s string) (uint64, error) {
+	switch s {
+	case "":
+		return synth.DefaultSampleFreq, nil
+	case "max":
+		b, err := os.ReadFile(maxSampleRate)
+		if err != nil {
+			return 0, fmt.Errorf("-F max: %w", err)
+		}
+		return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	}
+	f, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || f == 0 {
+		return 0, fmt.Errorf("-F %s: want a frequency above 0 in Hz, or max", s)
+	}
+	return f, nil
+}
+
+// parseCPUList reads a CPU list: 0,2-3.
+func parseCPUList(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var cpus []int
+	for _, f := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(f, "-")
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := a, error(nil)
+		if isRange {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || a < 0 || b < a {
+			return nil, fmt.Errorf("bad CPU %q: want a list such as 0,2-3", f)
+		}
+		for c := a; c <= b; c++ {
+			if !slices.Contains(cpus, c) {
+				cpus = append(cpus, c)
+			}
+		}
+	}
+	return cpus, nil
+}
+
+// waitTargets cancels once every process (-p) or thread (-t) of t has
+// exited, as perf record ends then; it polls /proc, where an exited
+// process its parent has not reaped yet shows as a zombie.
+func waitTargets(ctx context.Context, cancel context.CancelFunc, t synth.Target) {
+	ids := t.Tids
+	if len(t.Pids) > 0 {
+		for _, id := range t.Pids {
+			ids = append(ids, tgidOf(id)) // a thread's id means its process
+		}
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !slices.ContainsFunc(ids, alive) {
+			cancel()
+			return
+		}
+	}
+}
+
+// tgidOf returns the process of task id, or id if it cannot tell.
+func tgidOf(id int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", id))
+	if err != nil {
+		return id
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
+	}
+	return id
+}
+
+// alive reports whether task id still runs: it exists and is no zombie.
+func alive(id int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", id))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
 // startWorkload starts the command to record, stopped before it runs
-// it, and points opts at it: its events open on its exec, and go when
-// the recording has started.
-func startWorkload(command []string, opts *synth.ProfileOptions, stderr io.Writer) (*workload.Cmd, error) {
+// it, to go when the recording has started. As the target (no -a, -p,
+// -t, -u or -G), opts is pointed at it: its events open on its exec.
+func startWorkload(command []string, opts *synth.ProfileOptions, target bool, stderr io.Writer) (*workload.Cmd, error) {
 	cmd, err := workload.Start(command)
 	if err != nil {
 		return nil, err
 	}
-	opts.Target = synth.Target{Pids: []int{cmd.Process.Pid}}
-	opts.OnExec = true
+	if target {
+		opts.Target = synth.Target{Pids: []int{cmd.Process.Pid}}
+		opts.OnExec = true
+	}
 	opts.Started = func() {
 		if err := cmd.Go(); err != nil {
 			fmt.Fprintf(stderr, "synth: %v\n", err)
@@ -170,8 +348,9 @@ func startWorkload(command []string, opts *synth.ProfileOptions, stderr io.Write
 
 // runProfiler runs p into the -o file (or stdout), or into the files of
 // --switch-output, reporting each as perf record does.
+// last is set to the name of the last file written.
 func runProfiler(ctx context.Context, p *synth.Profiler, out string, stdout *os.File, stderr io.Writer,
-	sw switchFlag, maxFiles int, wopts synth.WriteOptions) (synth.ProfileStats, error) {
+	sw switchFlag, maxFiles int, wopts synth.WriteOptions, last *string) (synth.ProfileStats, error) {
 	if !sw.set {
 		w, closeOut, err := openOutput(out, stdout, true)
 		if err != nil {
@@ -195,6 +374,7 @@ func runProfiler(ctx context.Context, p *synth.Profiler, out string, stdout *os.
 	defer signal.Stop(sig)
 	files := synth.TimestampedFiles(out, maxFiles, func(name string) {
 		fmt.Fprintf(stderr, "synth: wrote %s\n", name)
+		*last = name
 	})
 	return p.RunSwitching(ctx, files, sw.options(sig), wopts)
 }
@@ -223,8 +403,12 @@ func limitFreq(freq uint64, stderr io.Writer) uint64 {
 // warns of them and exits 0; records the dump lost leave the file
 // without some of the state it describes, which synth never does
 // silently: status 1. Both are marked in the file (PERF_RECORD_LOST).
-func recordSummary(stderr io.Writer, st synth.ProfileStats) int {
+// The first line is perf record's, naming the last file written (out;
+// - for stdout) and its size.
+func recordSummary(stderr io.Writer, st synth.ProfileStats, out string, stdout *os.File) int {
 	s := st.Session
+	fmt.Fprintf(stderr, "[ perf record: Captured and wrote %s (%d %s) ]\n",
+		wroteWhat(out, stdout), s.Samples, plural(s.Samples, "sample", "samples"))
 	fmt.Fprintf(stderr, "synth: recorded %d %s, %d mappings synthesized, %d live records; lost: %d by the kernel, %d of the dump; %v\n",
 		s.Samples, plural(s.Samples, "sample", "samples"), st.Dump.Mappings, s.Live, s.LiveLost, s.Lost, st.Duration.Round(time.Millisecond))
 	if n := len(st.SwitchStalls); n > 0 {
@@ -233,17 +417,34 @@ func recordSummary(stderr io.Writer, st synth.ProfileStats) int {
 	}
 	if s.LiveLost > 0 {
 		fmt.Fprintf(stderr, "synth: warning: the kernel dropped %d records (samples or side-band): the rings filled faster than synth read them;"+
-			" the output marks them with PERF_RECORD_LOST; lower -F or raise --ring-pages\n", s.LiveLost)
+			" the output marks them with PERF_RECORD_LOST; lower -F or raise -m\n", s.LiveLost)
 	}
 	if s.Throttled > 0 {
 		fmt.Fprintf(stderr, "synth: warning: the kernel throttled sampling %d times (its interrupts took more than kernel.perf_cpu_time_max_percent);"+
 			" the output has the THROTTLE records; lower -F\n", s.Throttled)
 	}
 	if s.Lost > 0 {
-		fmt.Fprintf(stderr, "synth: the dump lost %d records: the profile is incomplete (try a larger --ring-pages)\n", s.Lost)
+		fmt.Fprintf(stderr, "synth: the dump lost %d records: the profile is incomplete (try a larger -m)\n", s.Lost)
 		return exitError
 	}
 	return exitOK
+}
+
+// wroteWhat is the size and name of a written output, as perf record
+// prints them: 0.262 MB perf.data; without the size when it is not a
+// file.
+func wroteWhat(out string, stdout *os.File) string {
+	name, f := out, stdout
+	if out == "-" {
+		name = "-"
+	} else if of, err := os.Open(out); err == nil {
+		defer of.Close()
+		f = of
+	}
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		return fmt.Sprintf("%.3f MB %s", float64(st.Size())/(1<<20), name)
+	}
+	return name
 }
 
 // plural returns one for n == 1, else many.

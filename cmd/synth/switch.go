@@ -22,6 +22,9 @@ type switchFlag struct {
 
 func (f *switchFlag) IsBoolFlag() bool { return true }
 
+// Type is the kind of value the help names.
+func (f *switchFlag) Type() string { return "signal|size|time" }
+
 func (f *switchFlag) String() string {
 	switch {
 	case f == nil || !f.set:

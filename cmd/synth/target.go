@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,27 +9,9 @@ import (
 	"github.com/synth-dev/synth/synth"
 )
 
-// targetFlags are perf record's target options, each under its short
-// and long name.
+// targetFlags are perf record's target options (see addCommon).
 type targetFlags struct {
 	pids, tids, uid, cgroup string
-}
-
-func addTargetFlags(fs *flag.FlagSet, what string) *targetFlags {
-	t := &targetFlags{}
-	for _, name := range []string{"p", "pid"} {
-		fs.StringVar(&t.pids, name, "", what+" only these processes (`PID[,PID...]`; a thread id means its process)")
-	}
-	for _, name := range []string{"t", "tid"} {
-		fs.StringVar(&t.tids, name, "", what+" only these threads (`TID[,TID...]`): their processes' mappings, these threads' records")
-	}
-	for _, name := range []string{"u", "uid"} {
-		fs.StringVar(&t.uid, name, "", what+" only the processes of `USER` (a name or a number)")
-	}
-	for _, name := range []string{"G", "cgroup"} {
-		fs.StringVar(&t.cgroup, name, "", what+" only the processes in cgroup `PATH` or below it (in the perf_event or cgroup2 hierarchy)")
-	}
-	return t
 }
 
 // target checks the flags' syntax: a usage error.
