@@ -78,27 +78,6 @@ func TestOutputClosedPipe(t *testing.T) {
 	oneLine(t, r, "broken pipe")
 }
 
-func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"dump", "--pid", "abc"},
-		{"dump", "--no-such-flag"},
-		{"dump", "extra"},
-		{"dump", "--method", "bogus"},
-		{"dump", "--ring-pages", "3"},
-		{"dump", "--walk", "sideways"},
-		{"record", "--ring-pages", "3"},
-		{"record", "-F", "0"},
-		{"record", "-a", "-p", "1"},
-		{"record", "--no-such-flag"},
-		{"nope"},
-	} {
-		r := runCmd(t, exec.Command(synthBin, args...))
-		if r.code != exitUsage || strings.Contains(r.stderr, "panic") || !strings.HasPrefix(r.stderr, "synth: ") {
-			t.Errorf("%v: exit %d, stderr %q; want usage error %d, prefixed synth:", args, r.code, r.stderr, exitUsage)
-		}
-	}
-}
-
 // A requested process that has exited is an error naming it, as perf's
 // "No such process"; one that exits while the dump runs is skipped.
 func TestGoneProcess(t *testing.T) {

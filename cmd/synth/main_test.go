@@ -13,7 +13,11 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rogpeppe/go-internal/testscript"
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/cmd/synth/internal/loadgen"
+	"github.com/synth-dev/synth/cmd/synth/internal/workload"
 
 	"github.com/synth-dev/synth/internal/elfnote"
 	"github.com/synth-dev/synth/internal/procfs"
@@ -27,8 +31,18 @@ var synthBin string
 
 func TestMain(m *testing.M) {
 	testproc.Main()
-	os.Exit(buildAndRun(m))
+	// The test binary is also synth inside the scripts (testscript
+	// copies it as synth into their PATH), and so the re-executed
+	// workload and load processes of that synth too.
+	loadgen.Main()
+	workload.Main()
+	testscript.Main(buildingM{m}, map[string]func(){"synth": main})
 }
+
+// buildingM builds synthBin before it runs the tests.
+type buildingM struct{ m *testing.M }
+
+func (b buildingM) Run() int { return buildAndRun(b.m) }
 
 func buildAndRun(m *testing.M) int {
 	// make vmtest builds synth on the host: no go build in the guest.

@@ -18,36 +18,6 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// Targets that match nothing, or that are given together, fail before
-// any output is opened, naming what matched nothing.
-func TestTargetErrors(t *testing.T) {
-	testenv.Root(t)
-	unused := strconv.Itoa(testenv.UnusedPid(t))
-	for _, tc := range []struct {
-		args []string
-		code int
-		msg  string
-	}{
-		{[]string{"dump", "-t", unused}, exitError, "no such process: " + unused},
-		{[]string{"dump", "-u", "synth-no-such-user"}, exitError, `user "synth-no-such-user"`},
-		{[]string{"dump", "-u", "4000000000"}, exitError, "no process matches user 4000000000"},
-		{[]string{"dump", "-G", "/synth-no-such-cgroup"}, exitError, "cgroup /synth-no-such-cgroup: no such cgroup"},
-		{[]string{"dump", "-p", "1", "-u", "root"}, exitUsage, "choose one of"},
-		{[]string{"dump", "--tid", "x"}, exitUsage, `--tid: bad id "x"`},
-		{[]string{"dump", "--method", "floor", "-p", "1"}, exitUsage, "it takes no target"},
-		{[]string{"record", "-t", unused}, exitError, "no such process: " + unused},
-		{[]string{"record", "-G", "/synth-no-such-cgroup"}, exitError, "no such cgroup"},
-		{[]string{"record", "-a", "-u", "root"}, exitUsage, "-a takes neither"},
-	} {
-		out := precious(t)
-		r := runCmd(t, exec.Command(synthBin, append(tc.args, "-o", out)...))
-		if r.code != tc.code || !strings.HasPrefix(r.stderr, "synth: ") || !strings.Contains(r.stderr, tc.msg) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.msg)
-		}
-		untouched(t, strings.Join(tc.args, " "), out)
-	}
-}
-
 // dumpTasks dumps with args and returns the processes with records and
 // the threads with a COMM, from the file.
 func dumpTasks(t *testing.T, args ...string) (procs, threads []int) {

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/synth-dev/synth/internal/testenv"
+)
+
+// TestScripts runs testdata/script/*.txtar: the command lines a user
+// types, and what synth answers, as a table. Inside them synth is this
+// test binary (see TestMain). Conditions: [root] (the scripts that
+// record or dump need it; CI runs them as root), [pmu] (the CPU's
+// hardware events are there: not in most VMs), [perf].
+//
+// Commands beyond testscript's:
+//
+//	status N cmd args...   runs cmd, as exec does, and wants exit status N
+//	spawn VAR SECONDS      starts sleep SECONDS, its pid in $VAR
+//
+// $UNUSED_PID is a pid no process has.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: filepath.Join("testdata", "script"),
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("UNUSED_PID", strconv.Itoa(testenv.UnusedPid(t)))
+			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "root":
+				return os.Geteuid() == 0, nil
+			case "pmu":
+				m, _ := filepath.Glob("/sys/bus/event_source/devices/cpu*")
+				arm, _ := filepath.Glob("/sys/bus/event_source/devices/armv8*")
+				return len(m)+len(arm) > 0, nil
+			case "perf":
+				_, err := exec.LookPath("perf")
+				return err == nil, nil
+			}
+			return false, errors.New("unknown condition " + cond)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"status": cmdStatus,
+			"spawn":  cmdSpawn,
+		},
+	})
+}
+
+// cmdStatus is "status N cmd args...".
+func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: status N cmd args...")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("status %s: want a number", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		got = ee.ExitCode()
+		if ws, ok := ee.Sys().(interface{ Signaled() bool }); ok && ws.Signaled() {
+			got = -1
+		}
+	case err != nil:
+		ts.Fatalf("%v", err)
+	}
+	if got != want {
+		ts.Fatalf("exit status %d, want %d", got, want)
+	}
+}
+
+// cmdSpawn is "spawn VAR SECONDS": a process to target, ended with the
+// script.
+func cmdSpawn(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: spawn VAR SECONDS")
+	}
+	cmd := exec.Command("sleep", args[1])
+	if err := cmd.Start(); err != nil {
+		ts.Fatalf("%v", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	ts.Defer(func() {
+		cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	ts.Setenv(args[0], strconv.Itoa(cmd.Process.Pid))
+}
