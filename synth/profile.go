@@ -32,6 +32,12 @@ type ProfileOptions struct {
 	// dump of the existing state has begun: a workload started then has
 	// all of its life recorded.
 	Started func()
+	// Sampling, when set, is called once, when the first dump is
+	// written and the sampling has started (for OnExec, armed): a
+	// command started then, as perf record starts its workload once it
+	// has synthesized the state, bounds a recording of another target
+	// (perf record -a -- sleep 5) to its run, however long the dump.
+	Sampling func()
 }
 
 // ProfileStats describe a profile.

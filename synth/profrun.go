@@ -56,6 +56,8 @@ type profRun struct {
 	dumpAt  uint64 // the new file's dump was asked for at this time
 	dumpEnd uint64 // and ended at this one; 0: not yet
 	files   int
+	// sampling: ProfileOptions.Sampling has been called
+	sampling bool
 }
 
 // run writes the files until the profile ends. Each file is closed off,
@@ -154,6 +156,10 @@ func (r *profRun) dumped() error {
 	}
 	if err := r.end.start(); err != nil {
 		return fmt.Errorf("start sampling: %w", err)
+	}
+	if !r.sampling && r.p.opts.Sampling != nil {
+		r.sampling = true
+		r.p.opts.Sampling()
 	}
 	return nil
 }

@@ -327,8 +327,9 @@ func alive(id int) bool {
 }
 
 // startWorkload starts the command to record, stopped before it runs
-// it, to go when the recording has started. As the target (no -a, -p,
-// -t, -u or -G), opts is pointed at it: its events open on its exec.
+// it. As the target (no -a, -p, -t, -u or -G), opts is pointed at it:
+// its events open on its exec, and it goes once the rings are open. As
+// a timer, it goes once the sampling has started.
 func startWorkload(command []string, opts *synth.ProfileOptions, target bool, stderr io.Writer) (*workload.Cmd, error) {
 	cmd, err := workload.Start(command)
 	if err != nil {
@@ -338,10 +339,17 @@ func startWorkload(command []string, opts *synth.ProfileOptions, target bool, st
 		opts.Target = synth.Target{Pids: []int{cmd.Process.Pid}}
 		opts.OnExec = true
 	}
-	opts.Started = func() {
+	let := func() {
 		if err := cmd.Go(); err != nil {
 			fmt.Fprintf(stderr, "synth: %v\n", err)
 		}
+	}
+	if target {
+		opts.Started = let // its events open on its exec
+	} else {
+		// Only a timer: it runs once the samples are taken, as perf
+		// record starts its workload after the synthesis.
+		opts.Sampling = let
 	}
 	return cmd, nil
 }
