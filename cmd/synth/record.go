@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -64,10 +65,11 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	r.opts.Freq = limitFreq(r.opts.Freq, info)
 	var err error
 	var cmd *workload.Cmd
+	var ran atomic.Bool // the command was let go
 	if len(r.command) > 0 {
 		// Stopped before it runs its command: nothing happens if a
 		// check below fails.
-		if cmd, err = startWorkload(r.command, &r.opts, !r.explicitTarget(), stderr); err != nil {
+		if cmd, err = startWorkload(r.command, &r.opts, !r.explicitTarget(), &ran, stderr); err != nil {
 			return startFailed(stderr, r.command[0], err)
 		}
 		defer cmd.Stop(workloadGrace)
@@ -98,7 +100,11 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	st, err := runProfiler(ctx, p, r.out, stdout, info, r.switchOut, r.maxFiles, writeOptions(r.out), &last)
 	code := exitOK
 	if cmd != nil {
-		code = workload.ExitCode(cmd.Stop(workloadGrace))
+		// A command never let go (interrupted during the dump) has no
+		// status of its own to pass on.
+		if st := cmd.Stop(workloadGrace); ran.Load() {
+			code = workload.ExitCode(st)
+		}
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		removeEmpty(r.out)
@@ -330,7 +336,8 @@ func alive(id int) bool {
 // it. As the target (no -a, -p, -t, -u or -G), opts is pointed at it:
 // its events open on its exec, and it goes once the rings are open. As
 // a timer, it goes once the sampling has started.
-func startWorkload(command []string, opts *synth.ProfileOptions, target bool, stderr io.Writer) (*workload.Cmd, error) {
+// ran is set when the command is let go.
+func startWorkload(command []string, opts *synth.ProfileOptions, target bool, ran *atomic.Bool, stderr io.Writer) (*workload.Cmd, error) {
 	cmd, err := workload.Start(command)
 	if err != nil {
 		return nil, err
@@ -340,6 +347,7 @@ func startWorkload(command []string, opts *synth.ProfileOptions, target bool, st
 		opts.OnExec = true
 	}
 	let := func() {
+		ran.Store(true)
 		if err := cmd.Go(); err != nil {
 			fmt.Fprintf(stderr, "synth: %v\n", err)
 		}
