@@ -200,16 +200,16 @@ type commonFlags struct {
 	tf      targetFlags
 }
 
-// addCommon declares the shared options, which fill c and opts; what
+// addCommon declares the shared options, which fill cf and opts; what
 // is the command's verb for the target options, outDefault -o's default.
-func (cl *cmdLine) addCommon(c *commonFlags, opts *synth.Options, what, outUsage, outDefault string) {
-	fs := cl.fs
-	fs.StringVarP(&c.out, "output", "o", outDefault, outUsage)
-	fs.BoolVarP(&c.all, "all-cpus", "a", false, what+" every process (system-wide; the default without a target)")
-	fs.StringVarP(&c.tf.pids, "pid", "p", "", what+" only these processes (`pid[,pid...]`; a thread id means its process)")
-	fs.StringVarP(&c.tf.tids, "tid", "t", "", what+" only these threads (`tid[,tid...]`): their processes' mappings, these threads' records")
-	fs.StringVarP(&c.tf.uid, "uid", "u", "", what+" only the processes of `user` (a name or a number)")
-	fs.StringVarP(&c.tf.cgroup, "cgroup", "G", "", what+" only the processes in cgroup `path` or below it (in the perf_event or cgroup2 hierarchy)")
+func (c *cmdLine) addCommon(cf *commonFlags, opts *synth.Options, what, outUsage, outDefault string) {
+	fs := c.fs
+	fs.StringVarP(&cf.out, "output", "o", outDefault, outUsage)
+	fs.BoolVarP(&cf.all, "all-cpus", "a", false, what+" every process (system-wide; the default without a target)")
+	fs.StringVarP(&cf.tf.pids, "pid", "p", "", what+" only these processes (`pid[,pid...]`; a thread id means its process)")
+	fs.StringVarP(&cf.tf.tids, "tid", "t", "", what+" only these threads (`tid[,tid...]`): their processes' mappings, these threads' records")
+	fs.StringVarP(&cf.tf.uid, "uid", "u", "", what+" only the processes of `user` (a name or a number)")
+	fs.StringVarP(&cf.tf.cgroup, "cgroup", "G", "", what+" only the processes in cgroup `path` or below it (in the perf_event or cgroup2 hierarchy)")
 	fs.BoolVarP(&opts.Data, "data", "d", false, "include non-executable (data) mappings, as perf record -d")
 	fs.BoolVar(&opts.Namespaces, "namespaces", false, "add a NAMESPACES record for every task, as perf record --namespaces")
 	fs.BoolVar(&opts.Cgroups, "all-cgroups", false, "add a CGROUP record for every cgroup, as perf record --all-cgroups")
@@ -223,8 +223,8 @@ func (cl *cmdLine) addCommon(c *commonFlags, opts *synth.Options, what, outUsage
 	opts.ProcMapTimeout = synth.DefaultProcMapTimeout
 	fs.IntVarP(&opts.RingPages, "mmap-pages", "m", 0,
 		fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d; also --ring-pages)", synth.MinRingPages, synth.DefaultRingPages))
-	cl.alias("ring-pages", "mmap-pages")
-	fs.CountVarP(&c.verbose, "verbose", "v", "say more: where the time went")
+	c.alias("ring-pages", "mmap-pages")
+	fs.CountVarP(&cf.verbose, "verbose", "v", "say more: where the time went")
 }
 
 // target reads the target options: a usage error if they do not go
