@@ -160,6 +160,11 @@ func (r *recordArgs) check(cl *cmdLine, stdout *os.File) error {
 	if err := r.checkSampling(cl); err != nil {
 		return err
 	}
+	if r.opts.CPUs != nil && !r.tf.set() {
+		// perf record -C samples every task on those CPUs: a command
+		// only bounds the time, as with -a.
+		r.all = true
+	}
 	switch {
 	case r.switchOut.set && r.out == "-":
 		return errors.New("--switch-output writes files: not with -o -")
