@@ -164,7 +164,7 @@ func forkRate(t *testing.T) int {
 	return (b - a) * 2
 }
 
-var recordLostRE = regexp.MustCompile(`(?m)^synth: warning: the kernel dropped (\d+) records \(samples or side-band\): .*; the output marks them with PERF_RECORD_LOST; lower -F or raise --ring-pages\n`)
+var recordLostRE = regexp.MustCompile(`(?m)^synth: warning: the kernel dropped (\d+) records \(samples or side-band\): .*; the output marks them with PERF_RECORD_LOST; lower -F or raise -m\n`)
 
 // synth record of a process that maps as fast as it can, on a busy host,
 // with the smallest rings: what the kernel drops is marked in the file
