@@ -297,14 +297,6 @@ var perfRecordOptions = []perfOption{
 	{"", "no-buildid-mmap"},
 }
 
-// checkOutputStdout is checkStdout for an -o that means stdout.
-func checkOutputStdout(out string, stdout *os.File) error {
-	if out == "" || out == "-" {
-		return checkStdout(stdout)
-	}
-	return nil
-}
-
 // removeEmpty removes the -o file of a command that failed before it
 // wrote anything into it: an empty file is no perf.data, and left behind
 // it reads as one that perf cannot open. A file that holds anything is
