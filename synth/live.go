@@ -115,7 +115,8 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 		if !ok {
 			break
 		}
-		if s.tracked != nil && !hostRecord(rec.Type()) && !s.track(rec.Raw, lr.pid) ||
+		if outsideNamespace(rec) ||
+			s.tracked != nil && !hostRecord(rec.Type()) && !s.track(rec.Raw, lr.pid) ||
 			s.tids != nil && rec.Kind == KindSample && !s.sampleOfTids(lr.tid) {
 			s.stats.Filtered++
 			if rec.Kind == KindSample {
@@ -352,6 +353,22 @@ func lostCount(rec []byte) uint64 {
 		}
 	}
 	return 0
+}
+
+// outsideNamespace reports whether a live record is of a task outside
+// the session's pid namespace: the kernel numbers such a task 0 in the
+// records of an event opened inside it (perf_event_pid()), and the
+// namespace's /proc does not list it, so the dumps do not either. Only
+// thread records are dropped so: pid 0 is no process's, in any
+// namespace. A sample of pid 0 stays (the idle task's, or another
+// namespace's task on a CPU the session samples), as perf keeps it.
+func outsideNamespace(rec *Record) bool {
+	switch rec.Type() {
+	case perfdata.RecordMmap, perfdata.RecordMmap2, perfdata.RecordComm, perfdata.RecordFork, perfdata.RecordExit,
+		perfdata.RecordNamespaces, bpfmethod.RecordUnmap:
+		return len(rec.Raw) >= 12 && perfdata.RecordView(rec.Raw).Pid() == 0
+	}
+	return false
 }
 
 // hostRecord reports whether a record of type t is of the host, not of

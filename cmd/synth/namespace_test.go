@@ -199,6 +199,14 @@ func TestPidNamespace(t *testing.T) {
 "$PERF" record -a --synth=no -k CLOCK_MONOTONIC -F 999 -o - -- sleep 2 2>"$OUT/perf.err" |
 	"$SYNTH" inject -o "$OUT/inject.data" 2>"$OUT/inject.err"
 kill $p`
+	// Processes outside the namespace start and map all along: the
+	// kernel reports them to the namespace's side-band as pid 0, which
+	// its dumps must not write.
+	outside := exec.Command("sh", "-c", "while :; do /bin/true; done")
+	if err := outside.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { outside.Process.Kill(); outside.Wait() })
 	inNamespaces(t, script, "SPIN="+spin, "SYNTH="+synthBin, "PERF="+perf, "OUT="+dir)
 	pid := checkNSDumps(t, dir, "/")
 
