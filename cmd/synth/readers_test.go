@@ -40,7 +40,9 @@ func perfreadBin(t *testing.T) string {
 		}
 		cmd := exec.Command("/usr/bin/cargo", "build", "--release", "--offline", "-q")
 		cmd.Dir = src
-		cmd.Env = append(os.Environ(), "CARGO_TARGET_DIR="+target, "CARGO_HOME="+filepath.Join(target, "home"))
+		// rustup's cargo, where Debian's is not the one installed, finds
+		// its toolchain under the real HOME.
+		cmd.Env = append(os.Environ(), "HOME="+realHome, "CARGO_TARGET_DIR="+target, "CARGO_HOME="+filepath.Join(target, "home"))
 		perfread.out, perfread.err = cmd.CombinedOutput()
 		perfread.bin = filepath.Join(target, "release", "perfread")
 	})
