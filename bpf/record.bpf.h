@@ -236,6 +236,22 @@ static __always_inline void fill_namespaces(struct synth_namespaces *r, struct t
 			r->link[i].dev = synth_ns_dev;
 }
 
+#define PF_EXITING 0x00000004 /* include/linux/sched.h */
+
+/* Whether a dump leaves task out: it is exiting, or has exited (a zombie
+ * its parent has not reaped). do_exit() sets PF_EXITING before the task
+ * lets go of its mm and before the kernel reports its EXIT, so a task
+ * read without it (its flags loaded after the read's time was taken)
+ * reports its EXIT, if it exits, after that time: a dump's read never
+ * supersedes the EXIT of a task it read. A task seen exiting is not read
+ * at all, so that its EXIT applies whenever it came, and a zombie, whose
+ * EXIT came before, is never reported again (DESIGN.md, "The live
+ * side-band"). */
+static __always_inline bool task_exiting(struct task_struct *task)
+{
+	return task->flags & PF_EXITING;
+}
+
 /* Whether task reports its process's VMAs: the leader does, unless it has
  * already exited, in which case the first thread seen in this generation. */
 static __always_inline bool reports_vmas(struct task_struct *task)

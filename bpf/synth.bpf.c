@@ -73,6 +73,8 @@ int dump_task(struct bpf_iter__task *ctx)
 	pidns_task(task, &pns, &pid, &tid);
 	if (!pid || !tid)
 		return 0; /* released meanwhile (see pidns_task) */
+	if (task_exiting(task))
+		return 0;
 	f.h.time = now;
 	fill_fork(&f, task, &pns, pid, tid);
 	emit(ctx, seq, &f.h, sizeof(f));
@@ -108,6 +110,8 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	if (!reports_vmas(task))
 		return 0;
 	now = bpf_ktime_get_ns();
+	if (task_exiting(task))
+		return 0; /* after now: see task_exiting */
 	tid = task->pid;
 	if (tid != last_tid) {
 		struct pidns pns;
@@ -176,6 +180,12 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	 * linear search that was a quarter of this program's load time. */
 	t = bpf_rdonly_cast(task, bpf_core_type_id_kernel(struct task_struct));
 	if (!walk_init(&c, task, t))
+		return 0;
+	/* After walk_init took the read's time: see task_exiting. A
+	 * process that starts exiting between two chunks of its walk
+	 * leaves it unended: read again by the iterator, which leaves it
+	 * out too. */
+	if (task_exiting(t))
 		return 0;
 	if (!resume_mode)
 		walk_task_records(&c, t);

@@ -39,3 +39,10 @@ func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, err
 // RefuseProgram makes a BPF program fail to load, as on a kernel that
 // lacks what it needs, until restore is called.
 func RefuseProgram(name string) (restore func()) { return bpfmethod.RefuseProgram(name) }
+
+// ReadAt returns when the last dump first read process pid, as the
+// Superseded rule compares live records with it.
+func (s *Session) ReadAt(pid uint32) (uint64, bool) {
+	at, ok := s.readAt[pid]
+	return at, ok
+}
