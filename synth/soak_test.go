@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -225,7 +226,11 @@ func unmappedInTable(t *testing.T, tb *synth.Table, pid int) int {
 // new build IDs. The session's memory, file descriptors (its BPF maps
 // and rings among them) and goroutines stay flat; once the churn stops,
 // one more dump leaves the table exactly as /proc for every process it
-// controls (and it says how the rest of the host compares).
+// controls (and it says how the rest of the host compares). The
+// churners' short children are reaped at once or 150 ms late (zombies
+// meanwhile): after every turn, once the stream has settled, the table
+// holds no process that has exited, gone from /proc or a zombie there,
+// and the count of those it kept is said and must be 0.
 func TestSoak(t *testing.T) {
 	testenv.Root(t)
 	dir := t.TempDir()
@@ -256,15 +261,24 @@ func TestSoak(t *testing.T) {
 	agentDump(t, s, tb, turn) // the first dump loads the build-ID cache
 	first := measure(t, tb)
 	t.Logf("start: %v", first)
+	// After every turn, once the stream has settled, the table holds no
+	// process that has exited: gone from /proc, or a zombie there.
+	apply := func(rec *synth.Record) {
+		if err := tb.Apply(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := exitedKept{gone: map[uint32]bool{}, zombies: map[uint32]bool{}}
 	report := max(*soakFor/10, time.Second)
 	start, next := time.Now(), time.Now().Add(report)
 	dumps := 1
 	for time.Since(start) < *soakFor {
 		agentDump(t, s, tb, turn)
 		dumps++
+		kept.note(keptAfterExit(t, s, tb, apply))
 		if time.Now().After(next) {
 			next = next.Add(report)
-			t.Logf("%v: %d dumps; %v", time.Since(start).Round(time.Second), dumps, measure(t, tb))
+			t.Logf("%v: %d dumps; %v; %v", time.Since(start).Round(time.Second), dumps, measure(t, tb), kept)
 		}
 	}
 
@@ -293,6 +307,8 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	agentDump(t, s, tb, turn)
+	kept.note(keptAfterExit(t, s, tb, apply))
+	missing := missingFromTable(t, s, tb, apply)
 	last := measure(t, tb)
 	st := s.Stats()
 	t.Logf("end, after %d dumps in %v: %v; %d synthesized, %d live and %d unmap records applied, %d lost, %d unmap calls missed",
@@ -315,6 +331,13 @@ func TestSoak(t *testing.T) {
 	pids, _ := procfs.Pids()
 	t.Logf("the whole host: the table has %d processes, /proc %d; of their executable mappings, %d in the table that /proc lacks, %d missing "+
 		"(%d without maps: kernel threads, or gone since)", len(tb.Processes()), len(pids), hostExtra, hostMissing, noMaps)
+	// Missing ones are said, not failed: a task no dump can read (a
+	// process of a pid namespace this one does not number, as a
+	// sandbox's pid 1 may be) is in /proc and in no table.
+	t.Logf("after %d dumps: %v; live processes /proc lists that the table lacks: %d %v", dumps+1, kept, len(missing), missing)
+	if kept.count() != 0 {
+		t.Errorf("the table kept processes after they exited: %v", kept)
+	}
 
 	// Flat: no more descriptors or goroutines than after the first
 	// dump, memory within what a GC cycle holds. Fewer descriptors is
@@ -329,4 +352,57 @@ func TestSoak(t *testing.T) {
 	if st.Lost+st.LiveLost > 0 {
 		t.Logf("records lost: the table is exact again at the next dump")
 	}
+}
+
+// exitedKept counts the processes a table kept after they exited (see
+// keptAfterExit), each once.
+type exitedKept struct{ gone, zombies map[uint32]bool }
+
+func (k exitedKept) note(gone, zombies []uint32) {
+	for _, pid := range gone {
+		k.gone[pid] = true
+	}
+	for _, pid := range zombies {
+		k.zombies[pid] = true
+	}
+}
+
+func (k exitedKept) count() int { return len(k.gone) + len(k.zombies) }
+
+func (k exitedKept) String() string {
+	return fmt.Sprintf("processes kept after they exited: %d (%d gone from /proc %v, %d zombies %v)", k.count(),
+		len(k.gone), slices.Sorted(maps.Keys(k.gone)), len(k.zombies), slices.Sorted(maps.Keys(k.zombies)))
+}
+
+// missingFromTable returns the live processes (not zombies) /proc lists
+// that tb lacks once the stream has settled: one seen missing is looked
+// at again after a Flush, which brings the FORK of a process started
+// meanwhile.
+func missingFromTable(t *testing.T, s *synth.Session, tb *synth.Table, apply func(*synth.Record)) []uint32 {
+	t.Helper()
+	var seen []uint32
+	pids, err := procfs.Pids()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if _, ok := tb.Process(uint32(pid)); !ok {
+			if exited, _ := procExited(uint32(pid)); !exited {
+				seen = append(seen, uint32(pid))
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return nil
+	}
+	flushApply(t, s, apply)
+	var missing []uint32
+	for _, pid := range seen {
+		if _, ok := tb.Process(pid); !ok {
+			if exited, _ := procExited(pid); !exited {
+				missing = append(missing, pid)
+			}
+		}
+	}
+	return missing
 }

@@ -13,17 +13,30 @@ import (
 // churnKeep is how many churn mappings stay mapped at a time.
 const churnKeep = 32
 
+// churnReapAfter is how long a churning process leaves a child of
+// those it reaps late unreaped.
+const churnReapAfter = 150 * time.Millisecond
+
 // ChurnPrefix starts the base name of every file a churning process maps.
 const ChurnPrefix = "churn-"
 
 // churn changes the process's mappings until it exits. Every file is
 // mapped once, so two identical records of it can only be a duplicate.
+// It also starts short children (/bin/true), some reaped at once, some
+// left zombies for churnReapAfter, and those for good once paused.
 func (c *child) churn() {
 	type mapping struct {
 		mem  []byte
 		path string
 	}
 	var live []mapping
+	// Children reaped late: zombies for a while, and for good once the
+	// churn is paused.
+	type child struct {
+		cmd     *exec.Cmd
+		started time.Time
+	}
+	var late []child
 	for i := 0; ; i++ {
 		path := filepath.Join(c.spec.Dir, fmt.Sprintf("%s%d-%d", ChurnPrefix, os.Getpid(), i))
 		mem, err := mapNew(path)
@@ -48,8 +61,17 @@ func (c *child) churn() {
 			}
 			os.Remove(old.path)
 		}
-		if i%16 == 0 {
-			_ = exec.Command("/bin/true").Run() // fork, exec, exit
+		switch i % 16 {
+		case 0:
+			_ = exec.Command("/bin/true").Run() // fork, exec, exit, reaped at once
+		case 8:
+			if cmd := exec.Command("/bin/true"); cmd.Start() == nil {
+				late = append(late, child{cmd, time.Now()})
+			}
+		}
+		for len(late) > 0 && time.Since(late[0].started) > churnReapAfter {
+			_ = late[0].cmd.Wait()
+			late = late[1:]
 		}
 		select {
 		case paused := <-c.pause:

@@ -35,7 +35,9 @@ type Spec struct {
 	// Churn, after the rest is set up, keeps mapping new files (each
 	// once, under a unique name in Dir, some unlinked at once), unmapping
 	// old ones, changing protections, and running /bin/true (fork, exec,
-	// exit), until the process is stopped.
+	// exit), until the process is stopped. Some of those children it
+	// reaps at once, some 150 ms later (zombies meanwhile), and those not
+	// reaped when Pause stops the churn stay zombies.
 	Churn bool
 }
 
