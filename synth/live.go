@@ -140,8 +140,9 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 // superseded reports whether the last dump read the process of a live
 // record after the kernel reported it: that dump's records of the
 // process hold it already. A process a dump of every process did not
-// read was gone by then: a record of it from before the dump began is
-// superseded too.
+// read was gone or exiting by then (the dump reads no exiting task): a
+// record of it from before the dump began is superseded too, and the
+// dump's end removed the process from a Table.
 func (s *Session) superseded(rec *Record) bool {
 	if s.readAt == nil {
 		return false
