@@ -236,20 +236,26 @@ static __always_inline void fill_namespaces(struct synth_namespaces *r, struct t
 			r->link[i].dev = synth_ns_dev;
 }
 
-#define PF_EXITING 0x00000004 /* include/linux/sched.h */
+#define PF_EXITING 0x00000004        /* include/linux/sched.h */
+#define SIGNAL_GROUP_EXIT 0x00000004 /* include/linux/sched/signal.h */
 
 /* Whether a dump leaves task out: it is exiting, or has exited (a zombie
- * its parent has not reaped). do_exit() sets PF_EXITING before the task
- * lets go of its mm and before the kernel reports its EXIT, so a task
- * read without it (its flags loaded after the read's time was taken)
- * reports its EXIT, if it exits, after that time: a dump's read never
- * supersedes the EXIT of a task it read. A task seen exiting is not read
- * at all, so that its EXIT applies whenever it came, and a zombie, whose
- * EXIT came before, is never reported again (DESIGN.md, "The live
- * side-band"). */
+ * its parent has not reaped), or its process is: exit_group(2), a fatal
+ * signal and a core dump set SIGNAL_GROUP_EXIT before any of its threads
+ * starts to exit. do_exit() sets PF_EXITING before the task lets go of
+ * its mm and before the kernel reports its EXIT, so a task read without
+ * either (loaded after the read's time was taken) reports its EXIT, and
+ * its process's main thread its own (the one that removes the process),
+ * after that time: a dump's read never supersedes such an EXIT. A task
+ * seen exiting is not read at all, so that its EXIT applies whenever it
+ * came, and a zombie, whose EXIT came before, is never reported again;
+ * nor is a thread of a dying process, which the kernel may run long
+ * after its main thread's EXIT (one stuck in an uninterruptible wait)
+ * (DESIGN.md, "The live side-band"). */
 static __always_inline bool task_exiting(struct task_struct *task)
 {
-	return task->flags & PF_EXITING;
+	return (task->flags & PF_EXITING) ||
+	       (BPF_CORE_READ(task, signal, flags) & SIGNAL_GROUP_EXIT);
 }
 
 /* Whether task reports its process's VMAs: the leader does, unless it has

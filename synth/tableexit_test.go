@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -277,4 +280,114 @@ func startExiters(stop <-chan struct{}) (done <-chan struct{}) {
 		close(ch)
 	}()
 	return ch
+}
+
+// A process killed while one of its threads waits uninterruptibly (a
+// read a FUSE server never answers) is dying, its main thread's EXIT
+// reported and the thread still to come: no dump brings it back into
+// the table, though the thread still runs, and once the thread is gone
+// nothing of it is left.
+func TestTableDropsDyingProcess(t *testing.T) {
+	eachWalk(t, tableDropsDyingProcess)
+}
+
+func tableDropsDyingProcess(t *testing.T, walk string) {
+	blocked, abort := testproc.HungFUSE(t)
+	c := exec.Command("/usr/bin/python3", "-c", stuckReader, blocked)
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reaped := false
+	defer func() {
+		abort()
+		if !reaped {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}()
+	pid := uint32(c.Process.Pid)
+	if !threadInSyscall(pid, unix.SYS_PREAD64, 5*time.Second) {
+		t.Fatalf("no thread of %d waits in pread(2) on the hung server", pid)
+	}
+	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Walk: walk}, Unmaps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb := synth.NewTable()
+	dumpInto(t, s, tb, nil)
+	if _, ok := tb.Process(pid); !ok {
+		t.Fatalf("process %d is not in the table", pid)
+	}
+	if err := c.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Its main thread exits; the reader cannot, until the server
+	// answers.
+	for deadline := time.Now().Add(5 * time.Second); !leaderZombie(pid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the main thread of %d did not exit", pid)
+		}
+	}
+	flushInto(t, s, tb, nil)
+	if _, ok := tb.Process(pid); ok {
+		t.Fatalf("process %d is in the table after its main thread's EXIT", pid)
+	}
+	dumpInto(t, s, tb, nil)
+	if p, ok := tb.Process(pid); ok {
+		t.Errorf("a dump brought back dying process %d (%d mappings)", pid, len(p.Mappings))
+	}
+	if at, ok := s.ReadAt(pid); ok {
+		t.Errorf("the dump read dying process %d, at %d", pid, at)
+	}
+	abort()
+	c.Wait()
+	reaped = true
+	flushInto(t, s, tb, nil)
+	if _, ok := tb.Process(pid); ok {
+		t.Errorf("process %d is in the table after it was reaped", pid)
+	}
+}
+
+// stuckReader is a Python program whose main thread sleeps while
+// another reads, through /proc/self/mem, a page of its private mapping
+// of the file argv[1], of a FUSE server that never answers: a remote
+// access, whose fault waits for the server uninterruptibly, SIGKILL or
+// not (see testproc.LockMM).
+const stuckReader = `import ctypes, mmap, os, sys, threading, time
+f = open(sys.argv[1], 'rb')
+m = mmap.mmap(f.fileno(), 4096, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+def read():
+    fd = os.open('/proc/self/mem', os.O_RDONLY)
+    os.pread(fd, 1, addr)
+threading.Thread(target=read, daemon=True).start()
+time.sleep(600)
+`
+
+// threadInSyscall waits up to d for a thread of process pid other than
+// its main thread to be in system call nr (/proc/PID/task/TID/syscall).
+func threadInSyscall(pid uint32, nr int, d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, task := range tasks {
+			if task.Name() == strconv.Itoa(int(pid)) {
+				continue
+			}
+			sc, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/syscall", pid, task.Name()))
+			if strings.HasPrefix(string(sc), fmt.Sprintf("%d ", nr)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// leaderZombie reports whether the main thread of process pid has
+// exited (state Z), whatever its other threads do.
+func leaderZombie(pid uint32) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(b, ')')
+	return err == nil && i > 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
