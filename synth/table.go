@@ -57,8 +57,8 @@ func (p *Process) Lookup(addr uint64) (*Mapping, bool) {
 // next dump (or until a mapping replaces it, or its process execs or
 // exits). A process leaves the table at the EXIT of its main thread, and
 // no dump brings it back: the BPF method's dumps leave out tasks that
-// are exiting, so a zombie, which /proc lists until its parent reaps it,
-// is not a process of the table. It is not safe for concurrent use.
+// are exiting and the threads of a process that is, so a zombie, which
+// /proc lists until its parent reaps it, is not a process of the table. It is not safe for concurrent use.
 type Table struct {
 	procs map[uint32]*Process
 	// read are the processes the dump under way has read, gen its
@@ -123,8 +123,9 @@ func (t *Table) Processes() []*Process {
 //   - FORK of a new process gives it a copy of its parent's mappings
 //     (not a dump's, which only names a running process's parent);
 //   - EXIT of a process's main thread removes it. The BPF method's
-//     dumps read no exiting task, so no dump's read supersedes an EXIT,
-//     and a zombie does not come back (DESIGN.md, "The live side-band").
+//     dumps read no task of an exiting process, so no dump's read
+//     supersedes that EXIT, and a zombie does not come back (DESIGN.md,
+//     "The live side-band").
 //
 // Other records, and the kernel's maps, are left alone. A malformed
 // record is an error, and changes nothing.

@@ -363,8 +363,9 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ru
 // each process it read (CLOCK_MONOTONIC). A live record of a process
 // older than that is already in what the dump read of it, or undone
 // there: a mapping made then, or one unmapped since. The programs read
-// no exiting task (PF_EXITING), so a process's EXIT is never older than
-// its read: a process read is one that had not exited.
+// no exiting task (PF_EXITING) nor any of an exiting process
+// (SIGNAL_GROUP_EXIT), so the EXIT of a process's main thread is never
+// older than its read: a process read is one that had not exited.
 func (b *BPF) ReadTimes() (start uint64, readAt map[uint32]uint64) {
 	return b.readStart, b.readAt
 }
