@@ -230,7 +230,8 @@ func unmappedInTable(t *testing.T, tb *synth.Table, pid int) int {
 // churners' short children are reaped at once or 150 ms late (zombies
 // meanwhile): after every turn, once the stream has settled, the table
 // holds no process that has exited, gone from /proc or a zombie there,
-// and the count of those it kept is said and must be 0.
+// and the count of those it kept is said and must be 0 (but in a turn
+// that lost records: see exitedKept).
 func TestSoak(t *testing.T) {
 	testenv.Root(t)
 	dir := t.TempDir()
@@ -268,14 +269,16 @@ func TestSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kept := exitedKept{gone: map[uint32]bool{}, zombies: map[uint32]bool{}}
+	kept := &exitedKept{gone: map[uint32]bool{}, zombies: map[uint32]bool{}, excused: map[uint32]bool{}}
 	report := max(*soakFor/10, time.Second)
 	start, next := time.Now(), time.Now().Add(report)
 	dumps := 1
 	for time.Since(start) < *soakFor {
+		lost := lostSoFar(s)
 		agentDump(t, s, tb, turn)
 		dumps++
-		kept.note(keptAfterExit(t, s, tb, apply))
+		gone, zombies := keptAfterExit(t, s, tb, apply)
+		kept.note(lostSoFar(s) != lost, gone, zombies)
 		if time.Now().After(next) {
 			next = next.Add(report)
 			t.Logf("%v: %d dumps; %v; %v", time.Since(start).Round(time.Second), dumps, measure(t, tb), kept)
@@ -306,8 +309,10 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}
+	lost := lostSoFar(s)
 	agentDump(t, s, tb, turn)
-	kept.note(keptAfterExit(t, s, tb, apply))
+	gone, zombies := keptAfterExit(t, s, tb, apply)
+	kept.note(lostSoFar(s) != lost, gone, zombies)
 	missing := missingFromTable(t, s, tb, apply)
 	last := measure(t, tb)
 	st := s.Stats()
@@ -354,11 +359,33 @@ func TestSoak(t *testing.T) {
 	}
 }
 
-// exitedKept counts the processes a table kept after they exited (see
-// keptAfterExit), each once.
-type exitedKept struct{ gone, zombies map[uint32]bool }
+// lostSoFar is how many records the session has lost: live ones the
+// kernel dropped with a full ring, and the dumps' own.
+func lostSoFar(s *synth.Session) uint64 {
+	st := s.Stats()
+	return st.Lost + st.LiveLost
+}
 
-func (k exitedKept) note(gone, zombies []uint32) {
+// exitedKept counts the processes a table kept after they exited (see
+// keptAfterExit), each once. Those of a turn in which the session lost
+// records are excused: their EXIT may be among them, and the next dump
+// removes them (DESIGN.md: a dump of every process removes those it did
+// not find). A process excused once and kept in a later turn without
+// loss counts.
+type exitedKept struct {
+	gone, zombies map[uint32]bool
+	excused       map[uint32]bool
+	lossyTurns    int
+}
+
+func (k *exitedKept) note(lossy bool, gone, zombies []uint32) {
+	if lossy {
+		k.lossyTurns++
+		for _, pid := range append(gone, zombies...) {
+			k.excused[pid] = true
+		}
+		return
+	}
 	for _, pid := range gone {
 		k.gone[pid] = true
 	}
@@ -367,11 +394,13 @@ func (k exitedKept) note(gone, zombies []uint32) {
 	}
 }
 
-func (k exitedKept) count() int { return len(k.gone) + len(k.zombies) }
+func (k *exitedKept) count() int { return len(k.gone) + len(k.zombies) }
 
-func (k exitedKept) String() string {
-	return fmt.Sprintf("processes kept after they exited: %d (%d gone from /proc %v, %d zombies %v)", k.count(),
-		len(k.gone), slices.Sorted(maps.Keys(k.gone)), len(k.zombies), slices.Sorted(maps.Keys(k.zombies)))
+func (k *exitedKept) String() string {
+	return fmt.Sprintf("processes kept after they exited: %d (%d gone from /proc %v, %d zombies %v); "+
+		"%d turns lost records, in which %d were kept (excused)", k.count(),
+		len(k.gone), slices.Sorted(maps.Keys(k.gone)), len(k.zombies), slices.Sorted(maps.Keys(k.zombies)),
+		k.lossyTurns, len(k.excused))
 }
 
 // missingFromTable returns the live processes (not zombies) /proc lists
