@@ -1,6 +1,7 @@
 package synth_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,11 +42,40 @@ type usage struct {
 	goroutines int
 	procs      int // processes in the table
 	mappings   int // mappings in the table
+	childPipes int // descriptors of pipes to this process's children
+}
+
+// childPipes returns the pipes ("pipe:[INODE]") open in this process's
+// children, read from their /proc/PID/fd.
+func childPipes() map[string]bool {
+	pipes := map[string]bool{}
+	pids, _ := procfs.Pids()
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		i := bytes.LastIndexByte(b, ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); strings.HasPrefix(l, "pipe:") {
+				pipes[l] = true
+			}
+		}
+	}
+	return pipes
 }
 
 func measure(t *testing.T, tb *synth.Table) usage {
 	t.Helper()
-	runtime.GC()
+	// RSS once the runtime has given back what it freed: what the agent
+	// holds, not the heap the Go runtime keeps for later after a burst
+	// (a host whose processes flood the rings).
+	debug.FreeOSMemory()
 	u := usage{goroutines: runtime.NumGoroutine()}
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
@@ -60,6 +91,7 @@ func measure(t *testing.T, tb *synth.Table) usage {
 	if err != nil {
 		t.Fatal(err)
 	}
+	children := childPipes()
 	for _, fd := range fds {
 		switch l, _ := os.Readlink("/proc/self/fd/" + fd.Name()); {
 		case l == "anon_inode:bpf-prog":
@@ -67,6 +99,12 @@ func measure(t *testing.T, tb *synth.Table) usage {
 		case l == "anon_inode:btf", strings.HasPrefix(l, "/"):
 			// BTF goes with a program; a file may be open for a
 			// moment (this test's own churn, a build ID's read).
+		case children[l]:
+			// A pipe to a child: the churners', and the build-ID
+			// helper's, started at the first file on FUSE or a
+			// network filesystem another process maps and kept as
+			// long as the session (DESIGN.md).
+			u.childPipes++
 		default:
 			u.fds++ // maps, perf events, epoll, pipes, sockets
 		}
@@ -79,8 +117,8 @@ func measure(t *testing.T, tb *synth.Table) usage {
 }
 
 func (u usage) String() string {
-	return fmt.Sprintf("RSS %.1f MB, %d fds and %d BPF programs, %d goroutines; table: %d processes, %d mappings",
-		float64(u.rss)/(1<<20), u.fds, u.progs, u.goroutines, u.procs, u.mappings)
+	return fmt.Sprintf("RSS %.1f MB, %d fds (and %d pipes to children) and %d BPF programs, %d goroutines; table: %d processes, %d mappings",
+		float64(u.rss)/(1<<20), u.fds, u.childPipes, u.progs, u.goroutines, u.procs, u.mappings)
 }
 
 // agentDump is one turn of an agent's loop: a dump into the table, then
@@ -269,7 +307,12 @@ func TestSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kept := &exitedKept{gone: map[uint32]bool{}, zombies: map[uint32]bool{}, excused: map[uint32]bool{}}
+	kept := &exitedKept{gone: map[uint32]bool{}, zombies: map[uint32]bool{}, excused: map[uint32]bool{}, t: t,
+		describe: func(pid uint32) string {
+			p, _ := tb.Process(pid)
+			_, zombie := procExited(pid)
+			return fmt.Sprintf("pid %d %q, %d mappings, a zombie in /proc: %v", pid, p.Comm, len(p.Mappings), zombie)
+		}}
 	report := max(*soakFor/10, time.Second)
 	start, next := time.Now(), time.Now().Add(report)
 	dumps := 1
@@ -313,6 +356,7 @@ func TestSoak(t *testing.T) {
 	agentDump(t, s, tb, turn)
 	gone, zombies := keptAfterExit(t, s, tb, apply)
 	kept.note(lostSoFar(s) != lost, gone, zombies)
+	kept.flush()
 	missing := missingFromTable(t, s, tb, apply)
 	last := measure(t, tb)
 	st := s.Stats()
@@ -368,20 +412,47 @@ func lostSoFar(s *synth.Session) uint64 {
 
 // exitedKept counts the processes a table kept after they exited (see
 // keptAfterExit), each once. Those of a turn in which the session lost
-// records are excused: their EXIT may be among them, and the next dump
-// removes them (DESIGN.md: a dump of every process removes those it did
-// not find). A process excused once and kept in a later turn without
-// loss counts.
+// records, or of the turn before one, are excused: their EXIT may be
+// among them (the kernel writes the PERF_RECORD_LOST that says so when
+// the ring has room again, which may be after the turn's last Flush),
+// and the next dump removes them (DESIGN.md: a dump of every process
+// removes those it did not find). A process excused once and kept in a
+// later turn without loss counts.
 type exitedKept struct {
 	gone, zombies map[uint32]bool
 	excused       map[uint32]bool
 	lossyTurns    int
+	// The last turn's kept processes, judged with the next turn.
+	lastLossy             bool
+	lastGone, lastZombies []uint32
+	lastDescs             map[uint32]string
+	logged                int
+	// describe says what the table holds of a process kept, for the log.
+	describe func(pid uint32) string
+	t        *testing.T
 }
 
 func (k *exitedKept) note(lossy bool, gone, zombies []uint32) {
 	if lossy {
 		k.lossyTurns++
-		for _, pid := range append(gone, zombies...) {
+	}
+	k.judge(lossy || k.lastLossy, k.lastGone, k.lastZombies)
+	k.lastLossy, k.lastGone, k.lastZombies = lossy, gone, zombies
+	k.lastDescs = map[uint32]string{}
+	for _, pid := range append(slices.Clone(gone), zombies...) {
+		k.lastDescs[pid] = k.describe(pid)
+	}
+}
+
+// flush judges the last turn's kept processes with no turn after it.
+func (k *exitedKept) flush() {
+	k.judge(k.lastLossy, k.lastGone, k.lastZombies)
+	k.lastGone, k.lastZombies = nil, nil
+}
+
+func (k *exitedKept) judge(lossy bool, gone, zombies []uint32) {
+	if lossy {
+		for _, pid := range append(slices.Clone(gone), zombies...) {
 			k.excused[pid] = true
 		}
 		return
@@ -391,6 +462,12 @@ func (k *exitedKept) note(lossy bool, gone, zombies []uint32) {
 	}
 	for _, pid := range zombies {
 		k.zombies[pid] = true
+	}
+	for _, pid := range append(slices.Clone(gone), zombies...) {
+		if k.logged < 10 {
+			k.logged++
+			k.t.Logf("kept after it exited, with no records lost: %s", k.lastDescs[pid])
+		}
 	}
 }
 
