@@ -72,6 +72,21 @@ func TestInjectOversizeBuildID(t *testing.T) {
 	if len(bad) < 2 {
 		t.Fatalf("perf record --buildid-mmap wrote %d MMAP2 records with a build ID, want the kernel's and sleep's", n)
 	}
+	path, st := injectAndReport(t, perf, stream)
+	if st.BadBuildIDs != n {
+		t.Errorf("inject: %d records of perf's with a bad build ID, want %d", st.BadBuildIDs, n)
+	}
+	if msg := checkRepaired(path, bad); msg != "" {
+		t.Errorf("%s (%s)", msg, testenv.Keep(path))
+	}
+}
+
+// injectAndReport injects perf's pipe-mode stream into a file, with no
+// build IDs of the dump's own, and has perf report read the file: it
+// must, with no assertion of perf's and no record it cannot process.
+// It returns the file's path and the injection's stats.
+func injectAndReport(t *testing.T, perf string, stream []byte) (string, synth.InjectStats) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "perf.data")
 	f, err := os.Create(path)
 	if err != nil {
@@ -82,9 +97,6 @@ func TestInjectOversizeBuildID(t *testing.T) {
 	if err != nil {
 		t.Fatalf("inject: %v", err)
 	}
-	if st.BadBuildIDs != n {
-		t.Errorf("inject: %d records of perf's with a bad build ID, want %d", st.BadBuildIDs, n)
-	}
 	cmd := exec.Command(perf, "report", "--stdio", "-i", path)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "PERF_PAGER=cat")
 	var stderr bytes.Buffer
@@ -93,9 +105,7 @@ func TestInjectOversizeBuildID(t *testing.T) {
 	if err != nil || strings.Contains(stderr.String(), "assertion failed") || strings.Contains(stderr.String(), "failed to process") {
 		t.Fatalf("perf report --stdio -i %s: %v (%s)\n%s", path, err, testenv.Keep(path), clip(stderr.String()))
 	}
-	if msg := checkRepaired(path, bad); msg != "" {
-		t.Errorf("%s (%s)", msg, testenv.Keep(path))
-	}
+	return path, st
 }
 
 // checkRepaired checks the MMAP2 records of a perf.data: none with a

@@ -3,14 +3,10 @@ package synth_test
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/perfdata"
@@ -34,7 +30,7 @@ func TestTargetHearsOnlyItself(t *testing.T) {
 		"pid": func(*testing.T) synth.Target { return synth.Target{Pids: []int{spin}} },
 		"tid": func(*testing.T) synth.Target { return synth.Target{Tids: []int{spin}} },
 		"cgroup": func(t *testing.T) synth.Target {
-			return synth.Target{Cgroup: moveToCgroup(t, spin)}
+			return synth.Target{Cgroup: testproc.InCgroup(t, spin)}
 		},
 	}
 	for _, name := range []string{"pid", "tid", "cgroup"} {
@@ -85,27 +81,4 @@ func startShellLoop(t *testing.T) int {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd.Process.Pid
-}
-
-// moveToCgroup moves process pid into a new cgroup until the test ends,
-// and returns the cgroup's path.
-func moveToCgroup(t *testing.T, pid int) string {
-	t.Helper()
-	cg, err := procfs.FindCgroupFS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := "synth-scope-" + strconv.Itoa(os.Getpid())
-	dir := filepath.Join(cg.Mount, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(cg.Mount, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
-		os.Remove(dir)
-	})
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-		t.Fatal(err)
-	}
-	return "/" + name
 }

@@ -180,15 +180,6 @@ func waitExec(t *testing.T, pids []int, comm string) {
 func TestRecordCgroup(t *testing.T) {
 	testenv.Root(t)
 	perf := testenv.Perf(t)
-	cg, err := procfs.FindCgroupFS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := "synth-rec-" + strconv.Itoa(os.Getpid())
-	dir := filepath.Join(cg.Mount, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	var pids []int
 	for range 2 {
 		cmd := exec.Command("sh", "-c", "while :; do :; done")
@@ -198,15 +189,9 @@ func TestRecordCgroup(t *testing.T) {
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		pids = append(pids, cmd.Process.Pid)
 	}
-	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(cg.Mount, "cgroup.procs"), []byte(strconv.Itoa(pids[0])), 0)
-		os.Remove(dir)
-	})
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pids[0])), 0); err != nil {
-		t.Fatal(err)
-	}
+	name := testproc.InCgroup(t, pids[0])
 	out := filepath.Join(t.TempDir(), "perf.data")
-	r := interruptAfter(t, 1500*time.Millisecond, exec.Command(synthBin, "record", "-G", "/"+name, "-F", "999", "-o", out))
+	r := interruptAfter(t, 1500*time.Millisecond, exec.Command(synthBin, "record", "-G", name, "-F", "999", "-o", out))
 	checkRecordSummary(t, r)
 	cmd := exec.Command(perf, "script", "-i", out, "-F", "pid")
 	cmd.Env = perfEnv(t)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -229,4 +231,32 @@ func RaiseMaxMapCount(t testing.TB, n int) {
 		t.Fatalf("raise max_map_count: %v", err)
 	}
 	t.Cleanup(func() { os.WriteFile(path, b, 0) })
+}
+
+// InCgroup moves processes pids into a new cgroup, in the perf_event or
+// cgroup2 hierarchy, until the test ends, and returns its path there
+// ("/name"): a target for -G.
+func InCgroup(t testing.TB, pids ...int) string {
+	t.Helper()
+	cg, err := procfs.FindCgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("synth-test-%d-%d", os.Getpid(), pids[0])
+	dir := filepath.Join(cg.Mount, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, pid := range pids { // back to the root before the directory goes
+			os.WriteFile(filepath.Join(cg.Mount, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+		}
+		os.Remove(dir)
+	})
+	for _, pid := range pids {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return "/" + name
 }
