@@ -154,7 +154,9 @@ func (s *Session) superseded(rec *Record) bool {
 		return false
 	}
 	if at, ok := s.readAt[perfdata.RecordView(rec.Raw).Pid()]; ok {
-		return rec.Time < at
+		// A mapping the dump read, whose synthesized record it dropped
+		// because this one came first: this is the dump's record of it.
+		return rec.Time < at && !s.delegated.Has(rec.Raw, rec.Time)
 	}
 	return !s.partial() && rec.Time < s.readStart
 }
@@ -211,6 +213,7 @@ func (s *Session) readDump(recs []Record) (int, error) {
 	}
 	s.stats.Dumps++
 	s.readStart, s.readAt = s.b.ReadTimes()
+	s.delegated = s.b.Delegated()
 	recs[0] = Record{Kind: KindDumpEnd, Gen: gen, Partial: s.partial()}
 	return 1, nil
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -141,8 +142,10 @@ type Record struct {
 	// kernel reported it before the dump read its process, so what the
 	// dump read of that process already holds it, or shows it undone (a
 	// mapping unmapped since, a process exited). A Table skips it; a
-	// perf.data writer writes it as any other (the dump dropped its own
-	// record of the same mapping, see DESIGN.md).
+	// perf.data writer writes it as any other. An MMAP2 whose mapping
+	// the dump read, and whose synthesized record the dump dropped
+	// because this one came first, is not superseded: it is the dump's
+	// record of that mapping (see DESIGN.md).
 	Superseded bool
 	// Partial marks a KindDumpEnd of a dump that read only some
 	// processes (Options.Target): it says nothing of the others.
@@ -257,6 +260,7 @@ type Session struct {
 	// and when it read each process.
 	readStart uint64
 	readAt    map[uint32]uint64
+	delegated dedupe.Delegated    // the last dump's: see superseded
 	tids      map[uint32]struct{} // the target's threads (Target.Tids); nil: all
 	ready     uint64              // records up to this time may be returned
 	lastPoll  uint64

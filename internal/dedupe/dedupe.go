@@ -110,6 +110,9 @@ type Deduper struct {
 
 	Duplicates int // synthesized records dropped
 	Stale      int // synthesized records of another generation dropped
+	// dropped maps the key of each synthesized record dropped in gen to
+	// the time of the live record that came first: see Delegated.
+	dropped map[mapKey]uint64
 }
 
 // New returns a Deduper at generation gen.
@@ -121,6 +124,7 @@ func New(gen uint64) *Deduper {
 func (d *Deduper) Begin(gen, start uint64) {
 	d.gen, d.start = gen, start
 	clear(d.live)
+	d.dropped = make(map[mapKey]uint64) // a new map: Delegated's stays as it was
 	for uint64(len(d.starts)) < gen {
 		d.starts = append(d.starts, start)
 	}
@@ -170,8 +174,38 @@ func (d *Deduper) Keep(rec []byte, gen, t uint64) bool {
 	for _, l := range d.live[k] {
 		if l.time < t && l.file.sameFile(f) {
 			d.Duplicates++
+			if _, ok := d.dropped[k]; !ok && d.dropped != nil {
+				d.dropped[k] = l.time
+			}
 			return false
 		}
 	}
 	return true
+}
+
+// Delegated is the set of live MMAP2 records that stand for a
+// synthesized record a generation dropped as a duplicate: the dump read
+// the mapping, but its record of it is the live one. A consumer that
+// takes a dump's records as the whole truth about a process, and skips
+// the live records older than the dump's read of it (synth's Table),
+// must still apply these, or it loses the mapping until the next dump.
+type Delegated map[mapKey]uint64
+
+// Delegated returns the live records that stand for the records the
+// current generation dropped. It stays as it is when the next one
+// begins.
+func (d *Deduper) Delegated() Delegated { return d.dropped }
+
+// Has reports whether the live MMAP2 record rec, of time t, stands for a
+// dropped synthesized record.
+func (dl Delegated) Has(rec []byte, t uint64) bool {
+	if len(dl) == 0 {
+		return false
+	}
+	k, _, ok := keyOf(rec)
+	if !ok {
+		return false
+	}
+	lt, ok := dl[k]
+	return ok && lt == t
 }

@@ -370,6 +370,11 @@ func (b *BPF) ReadTimes() (start uint64, readAt map[uint32]uint64) {
 	return b.readStart, b.readAt
 }
 
+// Delegated returns the live MMAP2 records that stand for the
+// synthesized records the last dump dropped as duplicates: a consumer
+// that skips live records older than ReadTimes' must still apply them.
+func (b *BPF) Delegated() dedupe.Delegated { return b.dd.Delegated() }
+
 // noteRead notes the time of a synthesized record of the dump under way
 // for the process it is about.
 func (b *BPF) noteRead(raw []byte, t uint64) {
