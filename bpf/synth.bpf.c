@@ -110,8 +110,15 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	if (!reports_vmas(task))
 		return 0;
 	now = bpf_ktime_get_ns();
-	if (task_exiting(task))
-		return 0; /* after now: see task_exiting */
+	/* After now: see task_exiting. Only the task's own PF_EXITING here:
+	 * the iterator lets go of the mmap lock between two reads, so a
+	 * process can start exiting between them, and userspace drops the
+	 * part it read by what /proc shows of the same task (its flags, or
+	 * a zombie leader: procfs.Exiting), which does not show
+	 * SIGNAL_GROUP_EXIT. Stopping at that bit would cut a process short
+	 * where userspace cannot see it. */
+	if (task->flags & PF_EXITING)
+		return 0;
 	tid = task->pid;
 	if (tid != last_tid) {
 		struct pidns pns;

@@ -231,14 +231,16 @@ func (h *walkHold) drop(pid uint32) {
 // mmap lock between two reads; a process that exits meanwhile has no mm
 // at the next, and the iterator ends it there, as if its VMAs had all
 // been read. Such a process is written with its threads and no
-// mappings, never with part of them.
-func (h *walkHold) dropExiting(pids []int) {
+// mappings, never with part of them. It returns the processes dropped.
+func (h *walkHold) dropExiting(pids []int) (dropped []uint32) {
 	h.putCur()
 	for _, pid := range pids {
 		if _, ok := h.procs[uint32(pid)]; ok && procfs.Exiting(pid) {
 			h.drop(uint32(pid))
+			dropped = append(dropped, uint32(pid))
 		}
 	}
+	return dropped
 }
 
 // lastPid is the process of the last record kept.
@@ -445,7 +447,7 @@ func (b *BPF) readMaple(ctx context.Context, d *assemble.Assembler, h *walkHold)
 	if err := b.passEach(ctx, d, b.dumpVMA, h.fallback, h.addIter); err != nil {
 		return err
 	}
-	h.dropExiting(h.fallback)
+	b.forgetReads(h.dropExiting(h.fallback))
 	return nil
 }
 
@@ -465,8 +467,17 @@ func (b *BPF) readVMAIter(ctx context.Context, d *assemble.Assembler, h *walkHol
 	for pid := range h.procs {
 		pids = append(pids, int(pid))
 	}
-	h.dropExiting(pids)
+	b.forgetReads(h.dropExiting(pids))
 	return nil
+}
+
+// forgetReads forgets the read times of processes whose records were
+// dropped: the dump did not read them (ReadTimes), so none of their live
+// records is superseded by it.
+func (b *BPF) forgetReads(pids []uint32) {
+	for _, pid := range pids {
+		delete(b.readAt, pid)
+	}
 }
 
 // resumeWalks runs dump_tasks again, in resume mode, over each process
