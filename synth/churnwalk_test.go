@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/synth"
 )
@@ -24,16 +23,7 @@ type life struct {
 // it began, and every process it has mappings of has all of them, or
 // none (one exiting meanwhile).
 func TestWalkUnderProcessChurn(t *testing.T) {
-	for _, walk := range []string{synth.WalkMaple, synth.WalkIter} {
-		t.Run(walk, func(t *testing.T) {
-			if walk == synth.WalkMaple {
-				needMaple(t)
-			} else {
-				testenv.Root(t)
-			}
-			walkUnderChurn(t, walk)
-		})
-	}
+	eachWalk(t, walkUnderChurn)
 }
 
 // walkUnderChurn is TestWalkUnderProcessChurn with one walk. The iterator

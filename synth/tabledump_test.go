@@ -3,7 +3,6 @@ package synth_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -218,26 +217,13 @@ func TestTableDlclose(t *testing.T) {
 // without a dump, but those skip says to leave out.
 func flushInto(t *testing.T, s *synth.Session, tb *synth.Table, skip func(*synth.Record) bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := s.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	var rec synth.Record
-	for {
-		err := s.ReadContext(ctx, &rec)
-		if errors.Is(err, synth.ErrFlushed) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if skip == nil || !skip(&rec) {
-			if err := tb.Apply(&rec); err != nil {
+	flushApply(t, s, func(rec *synth.Record) {
+		if skip == nil || !skip(rec) {
+			if err := tb.Apply(rec); err != nil {
 				t.Fatal(err)
 			}
 		}
-	}
+	})
 }
 
 // unmapSession opens a session of pid that reports unmaps, or skips

@@ -3,6 +3,7 @@ package synth_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -77,7 +78,8 @@ func keptAfterExit(t *testing.T, s *synth.Session, tb *synth.Table, apply func(*
 	return gone, zombies
 }
 
-// flushApply is flushInto with apply for each record.
+// flushApply hands apply every live record the rings hold (a Flush),
+// without a dump.
 func flushApply(t *testing.T, s *synth.Session, apply func(*synth.Record)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -88,7 +90,7 @@ func flushApply(t *testing.T, s *synth.Session, apply func(*synth.Record)) {
 	var rec synth.Record
 	for {
 		err := s.ReadContext(ctx, &rec)
-		if err == synth.ErrFlushed {
+		if errors.Is(err, synth.ErrFlushed) {
 			return
 		}
 		if err != nil {
