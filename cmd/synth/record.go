@@ -97,7 +97,10 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		go waitTargets(ctx, cancel, r.opts.Target)
 	}
 	last := r.out
-	st, err := runProfiler(ctx, p, r.out, stdout, info, r.switchOut, r.maxFiles, writeOptions(r.out), &last)
+	// Each file goes into the build-ID cache as it is finished: every
+	// --switch-output file as perf record's switch does, else the one.
+	cache := func(name string) { fillBuildIDCache(stderr, name, r.noBuildIDCache, r.buildIDAll) }
+	st, err := runProfiler(ctx, p, r.out, stdout, info, r.switchOut, r.maxFiles, writeOptions(r.out), &last, cache)
 	code := exitOK
 	if cmd != nil {
 		// A command never let go (interrupted during the dump) has no
@@ -111,7 +114,7 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		return fail(stderr, err)
 	}
 	if !r.switchOut.set {
-		fillBuildIDCache(stderr, r.out, r.noBuildIDCache, r.buildIDAll)
+		cache(r.out)
 	}
 	if r.verbose > 0 {
 		printSummary(info, st.Dump, time.Now().Add(-st.Duration), false)
@@ -368,10 +371,11 @@ func startWorkload(command []string, opts *synth.ProfileOptions, target bool, ra
 }
 
 // runProfiler runs p into the -o file (or stdout), or into the files of
-// --switch-output, reporting each as perf record does.
+// --switch-output, reporting each as perf record does and handing it to
+// cache once it is complete.
 // last is set to the name of the last file written.
 func runProfiler(ctx context.Context, p *synth.Profiler, out string, stdout *os.File, stderr io.Writer,
-	sw switchFlag, maxFiles int, wopts synth.WriteOptions, last *string) (synth.ProfileStats, error) {
+	sw switchFlag, maxFiles int, wopts synth.WriteOptions, last *string, cache func(name string)) (synth.ProfileStats, error) {
 	if !sw.set {
 		w, closeOut, err := openOutput(out, stdout, true)
 		if err != nil {
@@ -396,6 +400,7 @@ func runProfiler(ctx context.Context, p *synth.Profiler, out string, stdout *os.
 	files := synth.TimestampedFiles(out, maxFiles, func(name string) {
 		fmt.Fprintf(stderr, "synth: wrote %s\n", name)
 		*last = name
+		cache(name)
 	})
 	return p.RunSwitching(ctx, files, sw.options(sig), wopts)
 }

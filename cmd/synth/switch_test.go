@@ -51,7 +51,8 @@ var wroteRE = regexp.MustCompile(`(?m)^synth: wrote (\S+)$`)
 // synth record --switch-output=1s while processes start: every file is
 // complete on its own, its name is perf's, and perf report of any one
 // of them attributes the spinners' samples to their binary and library,
-// processes started in an earlier file included.
+// processes started in an earlier file included; the files' DSOs go
+// into the build-ID cache.
 func TestRecordSwitchOutput(t *testing.T) {
 	testenv.Root(t)
 	perf := testenv.Perf(t)
@@ -60,9 +61,20 @@ func TestRecordSwitchOutput(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "perf.data")
 	os.WriteFile(out, []byte("an earlier recording"), 0o600)
-	r := interruptAfter(t, 3500*time.Millisecond, exec.Command(synthBin, "record", "-a", "-F", "499",
-		"--switch-output=1s", "-o", out))
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(synthBin, "record", "-a", "-F", "499", "--switch-output=1s", "-o", out)
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	r := interruptAfter(t, 3500*time.Millisecond, cmd)
 	checkRecordSummary(t, r)
+	// Each file fills the build-ID cache as perf record's switch does:
+	// spin has samples in every one.
+	id := hexBuildID(t, spin)
+	if _, err := os.Lstat(filepath.Join(home, ".debug", ".build-id", id[:2], id[2:])); err != nil {
+		t.Errorf("spin (build ID %s) is not in the build-ID cache after --switch-output: %v", id, err)
+	}
 	if b, err := os.ReadFile(out + ".old"); string(b) != "an earlier recording" {
 		t.Errorf("the earlier perf.data is not kept as perf.data.old: %q, %v", b, err)
 	}
