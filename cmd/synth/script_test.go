@@ -5,12 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/synth-dev/synth/internal/perfring"
 	"github.com/synth-dev/synth/internal/testenv"
 )
 
@@ -18,7 +20,8 @@ import (
 // types, and what synth answers, as a table. Inside them synth is this
 // test binary (see TestMain). Conditions: [root] (the scripts that
 // record or dump need it; CI runs them as root), [pmu] (the CPU's
-// hardware events are there: not in most VMs), [perf].
+// hardware events are there: not in most VMs), [perf], [cpu1] (CPU 1
+// is online).
 //
 // Commands beyond testscript's:
 //
@@ -44,6 +47,9 @@ func TestScripts(t *testing.T) {
 			case "perf":
 				_, err := exec.LookPath("perf")
 				return err == nil, nil
+			case "cpu1":
+				cpus, err := perfring.OnlineCPUs()
+				return slices.Contains(cpus, 1), err
 			}
 			return false, errors.New("unknown condition " + cond)
 		},
