@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -72,7 +73,7 @@ func testPrograms(t *testing.T) (ids map[uint32]bool, addrs map[uint64]bool) {
 func bpfRecords(t *testing.T, path string, ids map[uint32]bool, addrs map[uint64]bool) [][]byte {
 	t.Helper()
 	var out [][]byte
-	for _, rec := range readRecords(t, path) {
+	for _, rec := range perftest.ReadRecords(t, path) {
 		if rec.Type != perfdata.RecordKsymbol && rec.Type != perfdata.RecordBPFEvent && rec.Type != perfdata.RecordMmap {
 			continue
 		}

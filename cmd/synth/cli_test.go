@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 )
 
@@ -65,7 +66,7 @@ func TestPidOfThread(t *testing.T) {
 	if sum := parseSummary(t, r.stderr); sum.processes != 1 || sum.mappings == 0 {
 		t.Errorf("summary %+v: want this process's mappings", sum)
 	}
-	maps := perfMaps(t, perfScript(t, out), self)
+	maps := perftest.Maps(t, perfScript(t, out), self)
 	if len(maps) == 0 {
 		t.Errorf("no mapping of process %d in the dump of its thread %d", self, tid)
 	}
@@ -137,7 +138,7 @@ func TestStdoutRefused(t *testing.T) {
 // perf script both read it.
 func readable(t *testing.T, what, path string) {
 	t.Helper()
-	if len(readRecords(t, path)) == 0 {
+	if len(perftest.ReadRecords(t, path)) == 0 {
 		t.Errorf("%s: no records", what)
 	}
 	perfScript(t, path)

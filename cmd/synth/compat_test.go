@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -89,7 +90,7 @@ func TestNoVsyscallFor32Bit(t *testing.T) {
 		}
 		gate := map[uint32]bool{}
 		named := false
-		for _, rec := range readRecords(t, out) {
+		for _, rec := range perftest.ReadRecords(t, out) {
 			if rec.Type != perfdata.RecordMmap2 {
 				continue
 			}

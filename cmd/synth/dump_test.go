@@ -1,13 +1,13 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 )
@@ -19,28 +19,7 @@ var everything = testproc.Spec{
 }
 
 // perfEnv keeps perf away from the user's ~/.debug and config.
-func perfEnv(t *testing.T) []string {
-	return append(os.Environ(), "HOME="+t.TempDir(), "PERF_PAGER=cat")
-}
-
-// checkPerfOutput checks what perf printed for the test process against
-// /proc: every mapping once, and its threads' COMM records.
-func checkPerfOutput(t *testing.T, what, out string, p *testproc.Proc, data bool) {
-	t.Helper()
-	if diff := diffLines(procMaps(t, p.Pid, data), perfMaps(t, out, p.Pid)); len(diff) > 0 {
-		t.Errorf("%s: mappings of pid %d differ from /proc:\n%s", what, p.Pid, strings.Join(diff, "\n"))
-	}
-	comms, err := p.Comms()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for tid, comm := range comms {
-		rec := "PERF_RECORD_COMM: " + comm + ":" + strconv.Itoa(p.Pid) + "/" + strconv.Itoa(tid)
-		if !strings.Contains(out, rec) {
-			t.Errorf("%s: no %q", what, rec)
-		}
-	}
-}
+func perfEnv(t *testing.T) []string { return perftest.Env(t) }
 
 // File mode: perf script and perf report -D read the file without a
 // warning and list exactly the test process's mappings.
@@ -66,13 +45,13 @@ func TestDumpFilePerf(t *testing.T) {
 		script.Env = perfEnv(t)
 		sr := runCmd(t, script)
 		noWarnings(t, "perf script", sr)
-		checkPerfOutput(t, "perf script", sr.stdout, p, data)
+		perftest.CheckOutput(t, "perf script", sr.stdout, p, data)
 
 		report := exec.Command(perf, "report", "-D", "-i", file)
 		report.Env = perfEnv(t)
 		rr := runCmd(t, report)
 		noWarnings(t, "perf report -D", rr)
-		checkPerfOutput(t, "perf report -D", rr.stdout, p, data)
+		perftest.CheckOutput(t, "perf report -D", rr.stdout, p, data)
 		if n := strings.Count(rr.stdout, ": PERF_RECORD_MMAP2 "); n != sum.mappings {
 			t.Errorf("perf report -D shows %d MMAP2 records, synth says it wrote %d", n, sum.mappings)
 		}
@@ -110,7 +89,7 @@ func TestDumpPipePerf(t *testing.T) {
 			t.Errorf("summary %+v", sum)
 		}
 		noWarnings(t, "perf "+tool[0], cr)
-		checkPerfOutput(t, "perf "+tool[0]+" (pipe)", cr.stdout, p, true)
+		perftest.CheckOutput(t, "perf "+tool[0]+" (pipe)", cr.stdout, p, true)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/synth-dev/synth/internal/hostarch"
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 )
@@ -50,15 +51,15 @@ func TestBuildIDHungFUSE(t *testing.T) {
 				t.Fatalf("perf script: %s", out.stderr)
 			}
 			// The hung file is there by inode: no build ID.
-			if got := perfMaps(t, out.stdout, hung.Pid); !containsPath(got, blocked) {
+			if got := perftest.Maps(t, out.stdout, hung.Pid); !containsPath(got, blocked) {
 				t.Errorf("no mapping of %s by inode for pid %d in:\n%s", blocked, hung.Pid, strings.Join(got, "\n"))
 			}
 			// The library another process maps carries its build ID
-			// (buildIDForm checks it is the file's).
-			if !strings.Contains(buildIDLinesOf(out.stdout, lib.Pid), libc) {
+			// (perftest.Maps checks it is the file's).
+			if !strings.Contains(perftest.BuildIDLines(out.stdout, lib.Pid), libc) {
 				t.Errorf("pid %d: no MMAP2 of %s with a build ID", lib.Pid, libc)
 			}
-			perfMaps(t, out.stdout, lib.Pid)
+			perftest.Maps(t, out.stdout, lib.Pid)
 		})
 	}
 }
@@ -72,18 +73,7 @@ func containsPath(lines []string, path string) bool {
 	return false
 }
 
-// buildIDLinesOf returns perf's MMAP2 lines of the build-ID form of pid.
-func buildIDLinesOf(out string, pid int) string {
-	var b strings.Builder
-	for _, l := range strings.Split(out, "\n") {
-		if m := perfMmap2BuildIDRE.FindStringSubmatch(l); m != nil && m[1] == fmt.Sprint(pid) {
-			b.WriteString(l + "\n")
-		}
-	}
-	return b.String()
-}
-
-// fileMaps are the lines of perfMaps or procMaps of mappings of files.
+// fileMaps are the lines of perftest.Maps or ProcMaps of mappings of files.
 func fileMaps(lines []string) []string {
 	var out []string
 	for _, l := range lines {
@@ -113,8 +103,8 @@ func TestDumpLockedProcess(t *testing.T) {
 	blocked, abort := testproc.HungFUSE(t)
 	hung := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: blocked}}})
 	other := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: libcPath(t)}}})
-	hungMaps := procMaps(t, hung.Pid, true)
-	otherMaps := procMaps(t, other.Pid, true)
+	hungMaps := perftest.ProcMaps(t, hung.Pid, true)
+	otherMaps := perftest.ProcMaps(t, other.Pid, true)
 	var addr uint64
 	for _, l := range hungMaps {
 		if strings.HasSuffix(l, fmt.Sprintf(" %q", blocked)) {
@@ -164,7 +154,7 @@ func TestDumpLockedProcess(t *testing.T) {
 			if out.code != 0 {
 				t.Fatalf("perf script: %s", out.stderr)
 			}
-			got := perfMaps(t, out.stdout, hung.Pid)
+			got := perftest.Maps(t, out.stdout, hung.Pid)
 			switch {
 			case left && len(got) > 0:
 				t.Errorf("%d left out, yet %d of its mappings are written", hung.Pid, len(got))
@@ -174,7 +164,7 @@ func TestDumpLockedProcess(t *testing.T) {
 			}
 			// Of the other process, its files: its runtime may add
 			// anonymous memory (a thread's malloc arena) meanwhile.
-			if got, want := fileMaps(perfMaps(t, out.stdout, other.Pid)), fileMaps(otherMaps); !slices.Equal(got, want) {
+			if got, want := fileMaps(perftest.Maps(t, out.stdout, other.Pid)), fileMaps(otherMaps); !slices.Equal(got, want) {
 				t.Errorf("the file mappings of %d:\n%s\nwant:\n%s", other.Pid, strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 			t.Logf("%v, walk %s, left out: %q", time.Since(start).Round(time.Millisecond), sum.walk, sum.lockedOut)

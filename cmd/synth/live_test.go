@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 )
@@ -39,7 +40,7 @@ func TestDumpUnderChurn(t *testing.T) {
 		noWarnings(t, "perf script", sr)
 		seen := map[string]int{}
 		for _, line := range strings.Split(sr.stdout, "\n") {
-			m := perfMmap2RE.FindStringSubmatch(line)
+			m := perftest.MMAP2RE.FindStringSubmatch(line)
 			if m == nil || !strings.Contains(m[14], "/"+testproc.ChurnPrefix) {
 				continue
 			}
@@ -53,7 +54,7 @@ func TestDumpUnderChurn(t *testing.T) {
 		if len(seen) == 0 {
 			t.Errorf("dump %d: no churn mappings", i)
 		}
-		checkPerfOutput(t, "perf script", sr.stdout, stable, true)
+		perftest.CheckOutput(t, "perf script", sr.stdout, stable, true)
 	}
 	if live == 0 {
 		t.Error("no live records in five dumps under churn")

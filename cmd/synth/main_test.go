@@ -1,27 +1,20 @@
 package main
 
 import (
-	"bytes"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
-	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/cmd/synth/internal/loadgen"
 	"github.com/synth-dev/synth/cmd/synth/internal/workload"
 
-	"github.com/synth-dev/synth/internal/elfnote"
-	"github.com/synth-dev/synth/internal/procfs"
-	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testproc"
 )
 
@@ -98,36 +91,8 @@ type result struct {
 
 func runCmd(t *testing.T, cmd *exec.Cmd) result {
 	t.Helper()
-	keepPerfInput(t, cmd)
-	var stdout, stderr bytes.Buffer
-	if cmd.Stdout == nil {
-		cmd.Stdout = &stdout
-	}
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("%s: %v", cmd, err)
-	}
-	return r
-}
-
-// keepPerfInput has the file a perf command reads (-i FILE) kept when
-// the test fails, with its place in the test's log (testenv.Keep): the
-// test's temporary directory is gone by the time one looks.
-func keepPerfInput(t *testing.T, cmd *exec.Cmd) {
-	if filepath.Base(cmd.Path) != "perf" {
-		return
-	}
-	for i, a := range cmd.Args[:len(cmd.Args)-1] {
-		if in := cmd.Args[i+1]; (a == "-i" || a == "--input") && in != "-" {
-			if _, err := os.Stat(in); err == nil {
-				testenv.KeepOnFailure(t, in)
-			}
-		}
-	}
+	r := perftest.Run(t, cmd)
+	return result{r.Code, r.Stdout, r.Stderr}
 }
 
 // summary is the numbers of synth's summary on stderr: one line, and a
@@ -205,147 +170,9 @@ func parseSummary(t *testing.T, stderr string) summary {
 	return s
 }
 
-// perfMmap2RE matches perf 6.1's text for an MMAP2 record, as perf script
-// and perf report -D print it.
-var perfMmap2RE = regexp.MustCompile(`PERF_RECORD_MMAP2 (\d+)/(\d+): \[0x([0-9a-f]+)\(0x([0-9a-f]+)\) @ (0x[0-9a-f]+|0) ([0-9a-f]+):([0-9a-f]+) (\d+) (\d+)\]: ([r-])([w-])([x-])([sp]) (.*)$`)
-
-// perfMaps returns, for process pid, the mappings perf printed, in
-// /proc/PID/maps form; "//anon" reads as an anonymous mapping.
-func perfMaps(t *testing.T, out string, pid int) []string {
-	t.Helper()
-	var got []string
-	for _, line := range strings.Split(out, "\n") {
-		m := perfMmap2RE.FindStringSubmatch(line)
-		if m == nil {
-			m = buildIDForm(t, line, pid)
-		}
-		if m == nil || m[1] != strconv.Itoa(pid) {
-			continue
-		}
-		start, _ := strconv.ParseUint(m[3], 16, 64)
-		size, _ := strconv.ParseUint(m[4], 16, 64)
-		pgoff, _ := strconv.ParseUint(strings.TrimPrefix(m[5], "0x"), 16, 64)
-		maj, _ := strconv.ParseUint(m[6], 16, 32)
-		min, _ := strconv.ParseUint(m[7], 16, 32)
-		path := m[14]
-		if path == "//anon" {
-			path = ""
-		}
-		got = append(got, mapLine(procfs.Mapping{
-			Start: start, End: start + size, Pgoff: pgoff, Maj: uint32(maj), Min: uint32(min),
-			Ino: mustUint(m[8]), Prot: perm(m[10], 1) | perm(m[11], 2) | perm(m[12], 4),
-			Shared: m[13] == "s", Path: path,
-		}))
-	}
-	return got
-}
-
-// perfMmap2BuildIDRE matches the build-ID form of an MMAP2 record.
-var perfMmap2BuildIDRE = regexp.MustCompile(`PERF_RECORD_MMAP2 (\d+)/(\d+): \[0x([0-9a-f]+)\(0x([0-9a-f]+)\) @ (0x[0-9a-f]+|0) <([0-9a-f]+)>\]: ([r-])([w-])([x-])([sp]) (.*)$`)
-
-// buildIDForm reads an MMAP2 line of the build-ID form of process pid
-// into the groups of perfMmap2RE. The build ID must be the file's; maj, min and ino, which
-// the record does not carry, are then the file's too, from stat(2).
-func buildIDForm(t *testing.T, line string, pid int) []string {
-	t.Helper()
-	b := perfMmap2BuildIDRE.FindStringSubmatch(line)
-	if b == nil || b[1] != strconv.Itoa(pid) {
-		return nil
-	}
-	path := b[11]
-	f, err := os.Open(path)
-	if err != nil {
-		t.Errorf("%s: %v", line, err)
-		return nil
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := elfnote.BuildID(f, fi.Size())
-	if err != nil || hex.EncodeToString(id) != b[6] {
-		t.Errorf("%s: the file's build ID is %x (%v)", line, id, err)
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	return []string{b[0], b[1], b[2], b[3], b[4], b[5],
-		strconv.FormatUint(uint64(unix.Major(st.Dev)), 16), strconv.FormatUint(uint64(unix.Minor(st.Dev)), 16),
-		strconv.FormatUint(st.Ino, 10), "0", b[7], b[8], b[9], b[10], path}
-}
-
-func perm(s string, bit uint32) uint32 {
-	if s == "-" {
-		return 0
-	}
-	return bit
-}
-
-func mustUint(s string) uint64 { v, _ := strconv.ParseUint(s, 10, 64); return v }
-
-func mapLine(m procfs.Mapping) string {
-	return fmt.Sprintf("%x-%x prot=%d shared=%v %x %x:%x %d %q",
-		m.Start, m.End, m.Prot, m.Shared, m.Pgoff, m.Maj, m.Min, m.Ino, m.Path)
-}
-
-// procMaps returns what /proc/PID/maps says, in the same form.
-func procMaps(t *testing.T, pid int, data bool) []string {
-	t.Helper()
-	maps, err := procfs.ReadMaps(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want []string
-	for _, m := range maps {
-		if data || m.Prot&4 != 0 {
-			want = append(want, mapLine(m))
-		}
-	}
-	return want
-}
-
-// diffLines reports lines missing from got, extra in got, or doubled.
-func diffLines(want, got []string) []string {
-	var diff []string
-	n := map[string]int{}
-	for _, l := range got {
-		if n[l]++; n[l] == 2 {
-			diff = append(diff, "twice: "+l)
-		}
-	}
-	w := map[string]bool{}
-	for _, l := range want {
-		w[l] = true
-		if n[l] == 0 {
-			diff = append(diff, "missing: "+l)
-		}
-	}
-	for _, l := range got {
-		if !w[l] {
-			diff = append(diff, "extra: "+l)
-		}
-	}
-	if len(diff) > 20 {
-		diff = append(diff[:20], fmt.Sprintf("... %d more", len(diff)-20))
-	}
-	return diff
-}
-
-var lostChunksRE = regexp.MustCompile(`Warning:\s*Processed \d+ events and lost \d+ chunks!\s*Check IO/CPU overload!\s*`)
-
 // noWarnings fails t when perf's stderr holds anything that looks like
-// a complaint.
+// a complaint (perftest.NoWarnings).
 func noWarnings(t *testing.T, what string, r result) {
 	t.Helper()
-	if r.code != 0 {
-		t.Fatalf("%s: exit status %d\n%s", what, r.code, r.stderr)
-	}
-	// perf's note of PERF_RECORD_LOST records in the file: on a busy
-	// host the kernel drops live records, and synth marks them as perf
-	// does. Anything else is a complaint.
-	low := strings.ToLower(lostChunksRE.ReplaceAllString(r.stderr, ""))
-	for _, bad := range []string{"warning", "error", "fail", "invalid", "unknown", "bad", "corrupt"} {
-		if strings.Contains(low, bad) {
-			t.Fatalf("%s: stderr says %q:\n%s", what, bad, r.stderr)
-		}
-	}
+	perftest.NoWarnings(t, what, perftest.Result{Code: r.code, Stdout: r.stdout, Stderr: r.stderr})
 }

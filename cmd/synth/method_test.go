@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/synth"
@@ -31,7 +32,7 @@ func TestMethodsPerf(t *testing.T) {
 		script.Env = perfEnv(t)
 		sr := runCmd(t, script)
 		noWarnings(t, "perf script", sr)
-		checkPerfOutput(t, method, sr.stdout, p, true)
+		perftest.CheckOutput(t, method, sr.stdout, p, true)
 	}
 }
 

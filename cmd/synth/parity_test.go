@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/perfdata"
@@ -28,7 +29,7 @@ func perfRecords(t *testing.T, path string, pids map[uint32]bool) (map[taskKey][
 	t.Helper()
 	tasks := make(map[taskKey][]byte)
 	var cgroups [][]byte
-	for _, rec := range readRecords(t, path) {
+	for _, rec := range perftest.ReadRecords(t, path) {
 		switch rec.Type {
 		case perfdata.RecordCgroup:
 			cgroups = append(cgroups, untrailed(rec))
@@ -53,7 +54,7 @@ func perfRecords(t *testing.T, path string, pids map[uint32]bool) (map[taskKey][
 
 // untrailed returns a copy of a record without its sample_id trailer,
 // its size set to match.
-func untrailed(rec fileRecord) []byte {
+func untrailed(rec perftest.Record) []byte {
 	b := bytes.Clone(rec.Data[:len(rec.Data)-perfdata.SampleIDSize(rec.SampleType)])
 	binary.NativeEndian.PutUint16(b[6:], uint16(len(b)))
 	return b

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/synth-dev/synth/internal/hostarch"
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -101,7 +102,7 @@ func perfparserDiag(t *testing.T, file string, in *exec.Cmd) []string {
 // as our reader reads them, in perfread's words.
 func recordCounts(t *testing.T, path string) map[string]int {
 	counts := map[string]int{}
-	for _, rec := range readRecords(t, path) {
+	for _, rec := range perftest.ReadRecords(t, path) {
 		switch rec.Type {
 		case perfdata.RecordMmap2:
 			counts["MMAP2"]++

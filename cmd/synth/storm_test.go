@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 )
@@ -59,7 +60,7 @@ func TestDumpUnderStorm(t *testing.T) {
 		}
 		rr := checkLost(t, perf, file, dropped)
 		droppedSome = droppedSome || dropped > 0
-		checkPerfOutput(t, "perf report -D "+strings.Join(args, " "), rr.stdout, stable, len(args) > 0 && args[0] == "--data")
+		perftest.CheckOutput(t, "perf report -D "+strings.Join(args, " "), rr.stdout, stable, len(args) > 0 && args[0] == "--data")
 		t.Logf("synth dump %v: %d live records, %d dropped by the kernel", args, sum.live, dropped)
 	}
 	switch {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/binary"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
@@ -27,7 +27,7 @@ func dumpTasks(t *testing.T, args ...string) (procs, threads []int) {
 	if r.code != 0 {
 		t.Fatalf("dump %v: exit %d\n%s", args, r.code, r.stderr)
 	}
-	for _, rec := range readRecords(t, out) {
+	for _, rec := range perftest.ReadRecords(t, out) {
 		switch rec.Type {
 		case perfdata.RecordComm:
 			c, _, err := perfdata.ParseComm(rec.Data, rec.SampleType)
@@ -118,39 +118,6 @@ func TestTargetUserAndCgroup(t *testing.T) {
 		if owner, err := procfs.Owner(pid); err == nil && owner != 65534 {
 			t.Errorf("-u 65534: process %d of user %d", pid, owner)
 		}
-	}
-}
-
-// fileRecord is a record of a perf.data with the trailer type it has.
-type fileRecord struct {
-	perfdata.Record
-	SampleType uint64
-}
-
-// readRecords reads every record of a perf.data.
-func readRecords(t *testing.T, path string) []fileRecord {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, _ := f.Stat()
-	rd, err := perfdata.NewReader(f, st.Size())
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	var recs []fileRecord
-	for {
-		rec, err := rd.Next()
-		if err == io.EOF {
-			return recs
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		rec.Data = slices.Clone(rec.Data)
-		recs = append(recs, fileRecord{rec, rd.SampleType()})
 	}
 }
 
