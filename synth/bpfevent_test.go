@@ -1,10 +1,9 @@
-package main
+package synth_test
 
 import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
+	"github.com/synth-dev/synth/synth"
 )
 
 // testPrograms loads BPF programs for the test to find in the dumps:
@@ -96,15 +96,13 @@ func bpfRecords(t *testing.T, path string, ids map[uint32]bool, addrs map[uint64
 // the attr asks for BPF_EVENT records, and the BTF ids listed.
 func bpfHeader(t *testing.T, path string, ids map[uint32]bool) (progs []string, bpfEvent bool, btfs []string) {
 	t.Helper()
-	cmd := exec.Command(testenv.Perf(t), "report", "--header-only", "-I", "-i", path)
-	cmd.Env = perfEnv(t)
-	r := runCmd(t, cmd)
-	if r.code != 0 {
-		t.Fatalf("perf report --header-only %s: exit %d: %s", path, r.code, r.stderr)
+	r := perftest.Run(t, perftest.Command(t, "report", "--header-only", "-I", "-i", path))
+	if r.Code != 0 {
+		t.Fatalf("perf report --header-only %s: exit %d: %s", path, r.Code, r.Stderr)
 	}
 	head := regexp.MustCompile(`^# bpf_prog_info (\d+):`)
 	var in bool
-	for _, line := range strings.Split(r.stdout, "\n") {
+	for _, line := range strings.Split(r.Stdout, "\n") {
 		if m := head.FindStringSubmatch(line); m != nil {
 			var id uint32
 			fmt.Sscan(m[1], &id)
@@ -128,16 +126,21 @@ func bpfHeader(t *testing.T, path string, ids map[uint32]bool) (progs []string, 
 // The kernel's maps, and the KSYMBOL and BPF_EVENT records of loaded
 // programs equal perf's own,
 // field by field (all but the trailer), and so does what perf report
-// shows of HEADER_BPF_PROG_INFO: perf record -a against synth dump, with
-// and without --no-bpf-event, with the BPF and a /proc method.
+// shows of HEADER_BPF_PROG_INFO: perf record -a against WritePerfData,
+// with and without Options.NoBPFEvent (perf's --no-bpf-event), with the
+// BPF and a /proc method.
 func TestBPFEventsMatchPerf(t *testing.T) {
 	testenv.Root(t)
 	testenv.Perf(t)
 	ids, addrs := testPrograms(t)
 	dir := t.TempDir()
-	for _, flags := range [][]string{nil, {"--no-bpf-event"}} {
+	for _, noBPFEvent := range []bool{false, true} {
+		var flags []string
+		if noBPFEvent {
+			flags = []string{"--no-bpf-event"}
+		}
 		perfOut := filepath.Join(dir, "perf.data")
-		perfRecordHost(t, perfOut, flags...)
+		perftest.RecordHost(t, perfOut, flags...)
 		want := bpfRecords(t, perfOut, ids, addrs)
 		wantProgs, wantEvent, _ := bpfHeader(t, perfOut, ids)
 		events := len(ids)
@@ -154,13 +157,10 @@ func TestBPFEventsMatchPerf(t *testing.T) {
 			t.Fatalf("perf %v wrote %d records of %d functions of %d programs, %d maps of the kernel and modules",
 				flags, len(want), len(addrs), len(ids), maps)
 		}
-		for _, method := range []string{"bpf", "procmaps"} {
+		for _, method := range []string{synth.MethodBPF, synth.MethodProcmaps} {
 			t.Run(strings.Join(append([]string{method}, flags...), ""), func(t *testing.T) {
 				out := filepath.Join(dir, method+".data")
-				r := runCmd(t, exec.Command(synthBin, append([]string{"dump", "--method", method, "-o", out}, flags...)...))
-				if r.code != 0 {
-					t.Fatalf("synth dump: exit %d\n%s", r.code, r.stderr)
-				}
+				writeDump(t, out, method, synth.MethodOptions{Options: synth.Options{NoBPFEvent: noBPFEvent}})
 				got := bpfRecords(t, out, ids, addrs)
 				if !slices.EqualFunc(got, want, bytes.Equal) {
 					t.Errorf("records differ:\n synth %x\n perf  %x", got, want)

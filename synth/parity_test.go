@@ -1,4 +1,4 @@
-package main
+package synth_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/perfdata"
+	"github.com/synth-dev/synth/synth"
 )
 
 // taskKey names a thread record: its type and thread.
@@ -52,20 +53,12 @@ func perfRecords(t *testing.T, path string, pids map[uint32]bool) (map[taskKey][
 	return tasks, cgroups
 }
 
-// untrailed returns a copy of a record without its sample_id trailer,
-// its size set to match.
-func untrailed(rec perftest.Record) []byte {
-	b := bytes.Clone(rec.Data[:len(rec.Data)-perfdata.SampleIDSize(rec.SampleType)])
-	binary.NativeEndian.PutUint16(b[6:], uint16(len(b)))
-	return b
-}
-
 // FORK, NAMESPACES, COMM and CGROUP records equal perf's own, field by
 // field (all but the sample_id trailer, which perf leaves zero and synth
 // fills with the record's pid and tid), for a process with named threads
 // and a child of the test: perf record -a --namespaces --all-cgroups
-// against synth dump --namespaces --all-cgroups, with each method and
-// both walks.
+// against WritePerfData with Options.Namespaces and Cgroups, with each
+// method and both walks.
 func TestTaskRecordsMatchPerf(t *testing.T) {
 	testenv.Root(t)
 	testenv.Perf(t)
@@ -79,7 +72,7 @@ func TestTaskRecordsMatchPerf(t *testing.T) {
 	dir := t.TempDir()
 
 	perfOut := filepath.Join(dir, "perf.data")
-	perfRecordHost(t, perfOut, "--namespaces", "--all-cgroups")
+	perftest.RecordHost(t, perfOut, "--namespaces", "--all-cgroups")
 	want, wantCgroups := perfRecords(t, perfOut, pids)
 	comms, err := p.Comms()
 	if err != nil {
@@ -90,18 +83,15 @@ func TestTaskRecordsMatchPerf(t *testing.T) {
 	}
 	// bpf-iter: the task_vma iterator's walk, whose dump_task program
 	// writes the task records instead of dump_tasks.
-	for _, method := range []string{"bpf", "bpf-iter", "procmaps", "procquery"} {
-		t.Run(method, func(t *testing.T) {
-			out := filepath.Join(dir, method+".data")
-			args := []string{"dump", "--method", method, "--namespaces", "--all-cgroups", "-o", out}
-			if method == "bpf-iter" {
-				args[2] = "bpf"
-				args = append(args, "--walk", "iter")
-			}
-			r := runCmd(t, exec.Command(synthBin, args...))
-			if r.code != 0 {
-				t.Fatalf("synth dump: exit %d\n%s", r.code, r.stderr)
-			}
+	for _, m := range []struct{ name, method, walk string }{
+		{"bpf", synth.MethodBPF, ""},
+		{"bpf-iter", synth.MethodBPF, synth.WalkIter},
+		{"procmaps", synth.MethodProcmaps, ""},
+		{"procquery", synth.MethodProcquery, ""},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			out := filepath.Join(dir, m.name+".data")
+			writeDump(t, out, m.method, synth.MethodOptions{Options: synth.Options{Namespaces: true, Cgroups: true, Walk: m.walk}})
 			got, gotCgroups := perfRecords(t, out, pids)
 			for k, w := range want {
 				g, ok := got[k]
