@@ -2,39 +2,12 @@ package main
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
-	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/synth"
 )
-
-// Each method writes a perf.data perf reads without a warning, with the
-// test process's mappings exactly as /proc shows them.
-func TestMethodsPerf(t *testing.T) {
-	testenv.Root(t)
-	perf := testenv.Perf(t)
-	p := testproc.StartT(t, everything)
-	for _, method := range procMethods(t) {
-		file := filepath.Join(t.TempDir(), "perf.data")
-		r := runCmd(t, exec.Command(synthBin, "dump", "--method", method, "--threads", "2", "--no-buildid", "--data", "-o", file))
-		if r.code != 0 {
-			t.Fatalf("%s: exit %d: %s", method, r.code, r.stderr)
-		}
-		if sum := parseSummary(t, r.stderr); sum.method != method {
-			t.Errorf("summary says method %q, want %q", sum.method, method)
-		}
-		script := exec.Command(perf, "script", "--show-mmap-events", "--show-task-events", "-i", file)
-		script.Env = perfEnv(t)
-		sr := runCmd(t, script)
-		noWarnings(t, "perf script", sr)
-		perftest.CheckOutput(t, method, sr.stdout, p, true)
-	}
-}
 
 // auto falls back from bpf when CAP_BPF is missing, and says why in one
 // line before the summary: to procquery, or procmaps on a kernel without

@@ -70,8 +70,8 @@ synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|T
 	;;
 proc)
 	tests="
-synth synth.test ^(TestAutoMatchesProc)$
-cmd/synth cmd.test ^(TestMethodsPerf|TestAutoFallback)$
+synth synth.test ^(TestAutoMatchesProc|TestMethodsPerf)$
+cmd/synth cmd.test ^(TestAutoFallback)$
 "
 	;;
 *)
@@ -79,8 +79,8 @@ cmd/synth cmd.test ^(TestMethodsPerf|TestAutoFallback)$
 internal/bpfiter bpfiter.test .
 internal/bpfprog bpfprog.test .
 internal/method/bpfmethod bpfmethod.test .
-synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf)$
-cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestDumpBuildIDLine|TestMethodsPerf|TestAutoFallback|TestNoVsyscallFor32Bit|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestDumpLockedProcess|TestVerifierReason|TestPidNamespace|TestContainerRoot|TestUserNamespace|TestForeignProc)$
+synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf|TestMethodsPerf|TestNoVsyscallFor32Bit)$
+cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestDumpBuildIDLine|TestAutoFallback|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestDumpLockedProcess|TestVerifierReason|TestPidNamespace|TestContainerRoot|TestUserNamespace|TestForeignProc)$
 "
 	;;
 esac
@@ -105,8 +105,8 @@ synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|T
 internal/bpfiter bpfiter.test .
 internal/bpfprog bpfprog.test .
 internal/method/bpfmethod bpfmethod.test .
-synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf)$
-cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestDumpBuildIDLine|TestMethodsPerf|TestAutoFallback|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestDumpLockedProcess|TestVerifierReason|TestPidNamespace|TestContainerRoot|TestUserNamespace|TestForeignProc)$
+synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf|TestMethodsPerf)$
+cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestDumpBuildIDLine|TestAutoFallback|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestDumpLockedProcess|TestVerifierReason|TestPidNamespace|TestContainerRoot|TestUserNamespace|TestForeignProc)$
 "
 		;;
 	esac

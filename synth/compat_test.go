@@ -1,4 +1,4 @@
-package main
+package synth_test
 
 import (
 	"encoding/binary"
@@ -10,10 +10,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/perfdata"
+	"github.com/synth-dev/synth/synth"
 )
 
 // writeI386Pause writes a static i386 executable that loops on pause(2):
@@ -63,31 +66,32 @@ func TestNoVsyscallFor32Bit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p32.Process.Kill(); p32.Wait() })
-	p64 := exec.Command("sleep", "60")
-	if err := p64.Start(); err != nil {
-		t.Fatal(err)
+	p64 := testproc.StartSleep(t, "sleep", exec.Command("sleep", "60"))
+	// The 32-bit process's exec is done once its exe is pause32.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(p32.Process.Pid) + "/exe"); strings.HasSuffix(exe, "/pause32") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d does not run pause32", p32.Process.Pid)
+		}
 	}
-	t.Cleanup(func() { p64.Process.Kill(); p64.Wait() })
-	waitExec(t, []int{p32.Process.Pid, p64.Process.Pid}, "")
 	maps, _ := os.ReadFile("/proc/" + strconv.Itoa(p32.Process.Pid) + "/maps")
 	if strings.Contains(string(maps), "[vsyscall]") || !strings.Contains(string(maps), "pause32") {
 		t.Fatalf("the 32-bit process's maps:\n%s", maps)
 	}
 	// A kernel booted with vsyscall=none (or built without
 	// LEGACY_VSYSCALL) shows it for no process.
-	maps64, _ := os.ReadFile("/proc/" + strconv.Itoa(p64.Process.Pid) + "/maps")
+	maps64, _ := os.ReadFile("/proc/" + strconv.Itoa(p64) + "/maps")
 	vsyscall := strings.Contains(string(maps64), "[vsyscall]")
-	pids := strconv.Itoa(p32.Process.Pid) + "," + strconv.Itoa(p64.Process.Pid)
-	methods := [][]string{{"--method", "bpf"}, {"--method", "bpf", "--walk", "iter"}}
+	methods := []struct{ method, walk string }{{synth.MethodBPF, ""}, {synth.MethodBPF, synth.WalkIter}}
 	for _, m := range procMethods(t) {
-		methods = append(methods, []string{"--method", m})
+		methods = append(methods, struct{ method, walk string }{m, ""})
 	}
-	for _, args := range methods {
+	for _, c := range methods {
 		out := filepath.Join(t.TempDir(), "perf.data")
-		r := runCmd(t, exec.Command(synthBin, append(append([]string{"dump", "--no-kernel", "-p", pids}, args...), "-o", out)...))
-		if r.code != 0 {
-			t.Fatalf("%v: exit %d\n%s", args, r.code, r.stderr)
-		}
+		writeDump(t, out, c.method, synth.MethodOptions{Options: synth.Options{
+			Target: synth.Target{Pids: []int{p32.Process.Pid, p64}}, NoKernel: true, Walk: c.walk}})
 		gate := map[uint32]bool{}
 		named := false
 		for _, rec := range perftest.ReadRecords(t, out) {
@@ -101,9 +105,9 @@ func TestNoVsyscallFor32Bit(t *testing.T) {
 			gate[m.Pid] = gate[m.Pid] || m.Filename == "[vsyscall]"
 			named = named || strings.HasSuffix(m.Filename, "/pause32")
 		}
-		if !named || gate[uint32(p32.Process.Pid)] || gate[uint32(p64.Process.Pid)] != vsyscall {
-			t.Errorf("%v: pause32 mapped %v; [vsyscall] of the 32-bit process %v, of the 64-bit one %v (want false, %v as /proc)",
-				args, named, gate[uint32(p32.Process.Pid)], gate[uint32(p64.Process.Pid)], vsyscall)
+		if !named || gate[uint32(p32.Process.Pid)] || gate[uint32(p64)] != vsyscall {
+			t.Errorf("%s %s: pause32 mapped %v; [vsyscall] of the 32-bit process %v, of the 64-bit one %v (want false, %v as /proc)",
+				c.method, c.walk, named, gate[uint32(p32.Process.Pid)], gate[uint32(p64)], vsyscall)
 		}
 	}
 }
