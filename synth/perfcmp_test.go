@@ -127,3 +127,25 @@ func procMethods(t *testing.T) []string {
 	}
 	return []string{synth.MethodProcmaps}
 }
+
+// libWrite is one way the library writes perf.data, named for the
+// tests' messages: a dump (WritePerfData) or a profile (Profile).
+type libWrite struct {
+	name  string
+	write func(out io.Writer, wopts synth.WriteOptions) error
+}
+
+// dumping writes a dump of the auto method, as synth dump does.
+func dumping(name string, opts synth.Options) libWrite {
+	return libWrite{name, func(out io.Writer, wopts synth.WriteOptions) error {
+		_, err := dumpTo(out, synth.MethodAuto, synth.MethodOptions{Options: opts}, wopts)
+		return err
+	}}
+}
+
+// profiling writes a profile that runs for d.
+func profiling(name string, opts synth.ProfileOptions, d time.Duration) libWrite {
+	return libWrite{name, func(out io.Writer, wopts synth.WriteOptions) error {
+		return profileTo(out, opts, d, wopts)
+	}}
+}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,105 +11,6 @@ import (
 
 	"github.com/synth-dev/synth/internal/testenv"
 )
-
-// missingFeatures runs perf report --header-only on file and returns the
-// features perf lists as missing.
-func missingFeatures(t *testing.T, perf, file string) []string {
-	t.Helper()
-	cmd := exec.Command(perf, "report", "--header-only", "-I", "-i", file)
-	cmd.Env = perfEnv(t)
-	r := runCmd(t, cmd)
-	if r.code != 0 {
-		t.Fatalf("perf report --header-only %s: exit %d: %s", file, r.code, r.stderr)
-	}
-	noWarnings(t, "perf report --header-only", r)
-	// Readers map a record to its attr on the assumption that every
-	// attr of a file has one sample_type, as perf writes them.
-	types := regexp.MustCompile(`(?m)^# event : .*, sample_type = (\S+),`).FindAllStringSubmatch(r.stdout, -1)
-	if len(types) == 0 {
-		t.Errorf("%s: no attr with a sample_type:\n%s", file, r.stdout)
-	}
-	for _, st := range types {
-		if st[1] != types[0][1] {
-			t.Errorf("%s: attrs with sample_type %s and %s", file, types[0][1], st[1])
-		}
-	}
-	m := regexp.MustCompile(`(?m)^# missing features: (.*)$`).FindStringSubmatch(r.stdout)
-	if m == nil {
-		t.Fatalf("perf report --header-only %s: no missing-features line:\n%s", file, r.stdout)
-	}
-	return strings.Fields(m[1])
-}
-
-// The header of every file synth writes holds what perf record -k
-// CLOCK_MONOTONIC writes on the same host, section for section: perf
-// lists the same features as missing for both; all attrs of a file have
-// one sample_type (see missingFeatures). And perf data convert
-// --to-json, which crashes on a file without CPUDESC, converts them.
-func TestHeaderAsPerf(t *testing.T) {
-	testenv.Root(t)
-	perf := testenv.Perf(t)
-	dir := t.TempDir()
-	ref := filepath.Join(dir, "perf.data")
-	perfRecordHost(t, ref)
-	want := missingFeatures(t, perf, ref)
-	for _, args := range [][]string{
-		{"dump"},
-		{"dump", "--data"},
-		{"record", "-g", "--", "sleep", "0.3"},
-	} {
-		name := strings.Join(args, " ")
-		file := filepath.Join(dir, strconv.Itoa(len(name))+".data")
-		cmd := exec.Command(synthBin, append([]string{args[0], "-o", file}, args[1:]...)...)
-		if r := runCmd(t, cmd); r.code != 0 {
-			t.Fatalf("synth %s: exit %d: %s", name, r.code, r.stderr)
-		}
-		if got := missingFeatures(t, perf, file); !slices.Equal(got, want) {
-			t.Errorf("synth %s: perf lists %v as missing, for perf record's own file %v", name, got, want)
-		}
-		checkConvert(t, perf, name, file)
-	}
-}
-
-// perfRecordHost writes perf's own recording of the host's state to
-// path: perf record -a -e dummy -k CLOCK_MONOTONIC, with extra flags.
-func perfRecordHost(t *testing.T, path string, extra ...string) {
-	t.Helper()
-	args := append([]string{"record", "-q", "-k", "CLOCK_MONOTONIC", "-e", "dummy", "-a", "-o", path}, extra...)
-	rec := exec.Command(testenv.Perf(t), append(args, "--", "true")...)
-	rec.Env = perfEnv(t)
-	if r := runCmd(t, rec); r.code != 0 {
-		t.Fatalf("perf record: exit %d: %s", r.code, r.stderr)
-	}
-}
-
-// checkConvert converts file to JSON with perf data convert and checks
-// that it worked, and that the JSON carries the host's description.
-func checkConvert(t *testing.T, perf, name, file string) {
-	t.Helper()
-	js := file + ".json"
-	cmd := exec.Command(perf, "data", "convert", "--to-json", js, "-i", file)
-	cmd.Env = perfEnv(t)
-	r := runCmd(t, cmd)
-	if r.code != 0 {
-		t.Fatalf("synth %s: perf data convert --to-json: exit %d: %s", name, r.code, r.stderr)
-	}
-	b, err := os.ReadFile(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Headers map[string]any `json:"headers"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("synth %s: perf data convert wrote no JSON: %v", name, err)
-	}
-	for _, key := range []string{"cpu-desc", "cpuid", "clockid", "clock-time"} {
-		if _, ok := doc.Headers[key]; !ok {
-			t.Errorf("synth %s: perf data convert: no %q in the headers %v", name, key, doc.Headers)
-		}
-	}
-}
 
 // A recording's SAMPLE_TIME is the span of its samples, in the
 // samples' clock.

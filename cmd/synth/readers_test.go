@@ -126,7 +126,7 @@ func TestOutsideReaders(t *testing.T) {
 	perfreadBin(t)
 	dir := t.TempDir()
 	ref := filepath.Join(dir, "perf.data")
-	perfRecordHost(t, ref)
+	perftest.RecordHost(t, ref)
 	known := perfparserDiag(t, ref, nil)
 	for _, args := range [][]string{
 		{"dump", "--namespaces", "--all-cgroups"},
