@@ -56,10 +56,11 @@ func TestHeaderAsPerf(t *testing.T) {
 	ref := filepath.Join(dir, "perf.data")
 	perftest.RecordHost(t, ref)
 	want := missingFeatures(t, ref)
+	spin := synth.Options{Target: synth.Target{Pids: []int{spinner(t, "while :; do :; done")}}}
 	for i, w := range []libWrite{
 		dumping("WritePerfData", synth.Options{}),
 		dumping("WritePerfData, Data", synth.Options{Data: true}),
-		profiling("Profile, Callchain", synth.ProfileOptions{Callchain: true}, 300*time.Millisecond),
+		profiling("Profile of a shell, Callchain", synth.ProfileOptions{Options: spin, Callchain: true}, 300*time.Millisecond),
 	} {
 		file := filepath.Join(dir, strconv.Itoa(i)+".data")
 		writeFile(t, file, func(out io.Writer) error { return w.write(out, synth.WriteOptions{}) })
