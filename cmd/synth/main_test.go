@@ -62,10 +62,6 @@ func buildAndRun(m *testing.M) int {
 	return runAwayFromHome(m)
 }
 
-// realHome is the HOME the tests were started with: tools that keep
-// their setup there (rustup's cargo) need it.
-var realHome string
-
 // runAwayFromHome runs the tests with HOME a new directory: synth record
 // and inject fill the build-ID cache in ~/.debug, as perf record does,
 // and the tests' recordings are not to fill the user's. It is set after
@@ -77,7 +73,6 @@ func runAwayFromHome(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(home)
-	realHome = os.Getenv("HOME")
 	os.Setenv("HOME", home)
 	os.Unsetenv("PERF_CONFIG")
 	return m.Run()

@@ -1,6 +1,7 @@
-package main
+package synth_test
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,11 +10,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/synth-dev/synth/internal/hostarch"
 	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
+	"github.com/synth-dev/synth/synth"
 )
 
 // perfparserPath is hotspot's perf.data parser (Debian hotspot).
@@ -33,7 +36,7 @@ func perfreadBin(t *testing.T) string {
 	_, err := exec.LookPath("/usr/bin/cargo")
 	testenv.Need(t, err == nil, "cargo and librust-linux-perf-data-dev (make deps)")
 	perfread.once.Do(func() {
-		src, _ := filepath.Abs("../../testdata/perfread")
+		src, _ := filepath.Abs("../testdata/perfread")
 		target, err := os.MkdirTemp("", "perfread")
 		if err != nil {
 			perfread.err = err
@@ -42,8 +45,8 @@ func perfreadBin(t *testing.T) string {
 		cmd := exec.Command("/usr/bin/cargo", "build", "--release", "--offline", "-q")
 		cmd.Dir = src
 		// rustup's cargo, where Debian's is not the one installed, finds
-		// its toolchain under the real HOME.
-		cmd.Env = append(os.Environ(), "HOME="+realHome, "CARGO_TARGET_DIR="+target, "CARGO_HOME="+filepath.Join(target, "home"))
+		// its toolchain under HOME, which it keeps.
+		cmd.Env = append(os.Environ(), "CARGO_TARGET_DIR="+target, "CARGO_HOME="+filepath.Join(target, "home"))
 		perfread.out, perfread.err = cmd.CombinedOutput()
 		perfread.bin = filepath.Join(target, "release", "perfread")
 	})
@@ -54,9 +57,9 @@ func perfreadBin(t *testing.T) string {
 }
 
 // perfparserDiag runs hotspot's perfparser on a file (or, for "", on
-// stdin from in) and returns its diagnostics: stderr lines, sorted and
-// unique, but for the notes it prints for any perf.data.
-func perfparserDiag(t *testing.T, file string, in *exec.Cmd) []string {
+// stdin) and returns its diagnostics: stderr lines, sorted and unique,
+// but for the notes it prints for any perf.data.
+func perfparserDiag(t *testing.T, file string, stdin *os.File) []string {
 	t.Helper()
 	_, err := os.Stat(perfparserPath)
 	testenv.Need(t, err == nil, "hotspot's perfparser (make deps)")
@@ -65,26 +68,17 @@ func perfparserDiag(t *testing.T, file string, in *exec.Cmd) []string {
 	if file != "" {
 		cmd.Args = append(cmd.Args, "--input", file)
 	} else {
-		pipe, err := in.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdin = pipe
-		if err := in.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer in.Wait()
+		cmd.Stdin = stdin
 	}
-	r := runCmd(t, cmd)
-	if st, err := os.Stat(out); r.code != 0 || err != nil || st.Size() == 0 {
-		t.Fatalf("perfparser %s: exit %d, output %v: %s", file, r.code, err, r.stderr)
+	r := perftest.Run(t, cmd)
+	if st, err := os.Stat(out); r.Code != 0 || err != nil || st.Size() == 0 {
+		t.Fatalf("perfparser %s: exit %d, output %v: %s", file, r.Code, err, r.Stderr)
 	}
 	var diag []string
-	for _, l := range strings.Split(r.stderr, "\n") {
+	for _, l := range strings.Split(r.Stderr, "\n") {
 		switch {
 		case l == "", strings.HasPrefix(l, "unhandled event type "), // records it skips, perf's own types
-			strings.HasPrefix(l, "FINISHED_ROUND detected"), strings.HasPrefix(l, "Linux version"),
-			strings.HasPrefix(l, "synth: "): // synth's own summary, in pipe mode
+			strings.HasPrefix(l, "FINISHED_ROUND detected"), strings.HasPrefix(l, "Linux version"):
 			continue
 		}
 		// "feature not properly read PerfHeader::BPF_BTF SIZE READ":
@@ -115,7 +109,7 @@ func recordCounts(t *testing.T, path string) map[string]int {
 	return counts
 }
 
-// Readers nobody at synth wrote accept synth's files: hotspot's
+// Readers nobody at synth wrote accept the library's files: hotspot's
 // perfparser says nothing about them that it does not say about perf's
 // own recording, in file and pipe mode; a reader on the Rust
 // linux-perf-data crate parses every record, and counts the same
@@ -128,41 +122,44 @@ func TestOutsideReaders(t *testing.T) {
 	ref := filepath.Join(dir, "perf.data")
 	perftest.RecordHost(t, ref)
 	known := perfparserDiag(t, ref, nil)
-	for _, args := range [][]string{
-		{"dump", "--namespaces", "--all-cgroups"},
-		{"dump", "--data"},
-		{"record", "-g", "--", "sleep", "0.3"},
+	spin := synth.Options{Target: synth.Target{Pids: []int{spinner(t, "while :; do :; done")}}}
+	for i, w := range []libWrite{
+		dumping("WritePerfData, Namespaces and Cgroups", synth.Options{Namespaces: true, Cgroups: true}),
+		dumping("WritePerfData, Data", synth.Options{Data: true}),
+		profiling("Profile of a shell, Callchain", synth.ProfileOptions{Options: spin, Callchain: true}, 300*time.Millisecond),
 	} {
-		name := strings.Join(args, " ")
-		file := filepath.Join(dir, strconv.Itoa(len(name))+".data")
-		if r := runCmd(t, exec.Command(synthBin, append([]string{args[0], "-o", file}, args[1:]...)...)); r.code != 0 {
-			t.Fatalf("synth %s: exit %d: %s", name, r.code, r.stderr)
+		name := w.name
+		file := filepath.Join(dir, strconv.Itoa(i)+".data")
+		writeFile(t, file, func(out io.Writer) error { return w.write(out, synth.WriteOptions{}) })
+		pipe, wait := piped(t, func(out io.Writer) error { return w.write(out, synth.WriteOptions{Mode: perfdata.ModePipe}) })
+		pipeDiag := perfparserDiag(t, "", pipe)
+		if err := wait(); err != nil {
+			t.Fatalf("%s, pipe mode: %v", name, err)
 		}
-		pipe := exec.Command(synthBin, append([]string{args[0], "-o", "-"}, args[1:]...)...)
-		for mode, diag := range map[string][]string{"file": perfparserDiag(t, file, nil), "pipe": perfparserDiag(t, "", pipe)} {
+		for mode, diag := range map[string][]string{"file": perfparserDiag(t, file, nil), "pipe": pipeDiag} {
 			for _, l := range diag {
 				if !slices.Contains(known, l) {
-					t.Errorf("synth %s, %s mode: perfparser says %q, which it does not say of perf's own file", name, mode, l)
+					t.Errorf("%s, %s mode: perfparser says %q, which it does not say of perf's own file", name, mode, l)
 				}
 			}
 		}
-		r := runCmd(t, exec.Command(perfread.bin, file))
-		if r.code != 0 || r.stderr != "" {
-			t.Errorf("synth %s: perfread: exit %d: %s", name, r.code, r.stderr)
+		r := perftest.Run(t, exec.Command(perfread.bin, file))
+		if r.Code != 0 || r.Stderr != "" {
+			t.Errorf("%s: perfread: exit %d: %s", name, r.Code, r.Stderr)
 			continue
 		}
 		got := map[string]int{}
-		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
 			i := strings.LastIndexByte(l, ' ')
 			got[l[:i]], _ = strconv.Atoi(l[i+1:])
 		}
 		for typ, n := range recordCounts(t, file) {
 			if got[typ] != n {
-				t.Errorf("synth %s: perfread counts %d %s records, we count %d", name, got[typ], typ, n)
+				t.Errorf("%s: perfread counts %d %s records, we count %d", name, got[typ], typ, n)
 			}
 		}
 		if got["build-ids"] == 0 {
-			t.Errorf("synth %s: perfread finds no build IDs: %s", name, r.stdout)
+			t.Errorf("%s: perfread finds no build IDs: %s", name, r.Stdout)
 		}
 	}
 }
