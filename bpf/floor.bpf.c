@@ -4,10 +4,12 @@
 /*
  * The benchmark floor of each walk (synth bench's floor rows, synth dump
  * --method floor): the walks of synth.bpf.c with nothing emitted, the
- * least a dump with that walk can cost. An object of its own, so that
- * the one a dump loads carries no benchmark program. The Go side is
+ * least a dump with that walk can cost. The maple walk is the dump's own
+ * walk.bpf.h, compiled with SYNTH_WALK_ONLY. An object of its own, so
+ * that the one a dump loads carries no benchmark program. The Go side is
  * internal/method/bpfmethod's floor.go.
  */
+#define SYNTH_WALK_ONLY
 #include "record.bpf.h"
 #include "walk.bpf.h"
 

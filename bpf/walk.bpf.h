@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * The walk of dump_tasks (iter/task, synth.bpf.c), the default dump, in
- * one pass over the tasks, and of the benchmark floor (floor.bpf.c).
- * For each task it emits FORK (threads) and COMM; for the task that
- * reports its process's VMAs it walks the maple tree (maple.bpf.h) and
- * emits an MMAP2 record per VMA, then a struct synth_walk that says
- * whether the walk holds.
+ * one pass over the tasks. For each task it emits FORK (threads) and
+ * COMM; for the task that reports its process's VMAs it walks the maple
+ * tree (maple.bpf.h) and emits an MMAP2 record per VMA, then a struct
+ * synth_walk that says whether the walk holds.
  *
  * Output goes through one batch buffer, flushed into the CPU's ring with
  * one bpf_perf_event_output() of about SYNTH_BATCH bytes; each flush
@@ -24,6 +23,13 @@
  * VMA the verifier trusts, which the walk's are not: it is read from the
  * open-coded task_vma iterator positioned at the VMA, which also checks
  * that the VMA is still there with the same file.
+ *
+ * Compiled with SYNTH_WALK_ONLY defined, the walk walks and validates
+ * every VMA and emits nothing (walk_emit_vma, walk_note_resume and
+ * walk_report do nothing): synth bench's floor, the least a dump with
+ * this walk can cost (cmd/synth/internal/bench/floor). The floor
+ * compiles this very walk, not a copy of it, or its ratio to the dump
+ * would mean nothing; the dump's object has none of it.
  */
 #ifndef SYNTH_WALK_BPF_H
 #define SYNTH_WALK_BPF_H
@@ -161,10 +167,12 @@ struct walk {
 	struct task_struct *task; /* trusted: for the kfuncs (walk_path) */
 	struct task_struct *t;    /* the same task, untrusted: to read (see dump_tasks) */
 	struct mw_state *w;
-	struct batch *b; /* NULL: only walk (the floor) */
+	struct batch *b;
 	struct last_file *lf;
 	struct pidns ns; /* the reader's pid namespace */
 };
+
+#ifndef SYNTH_WALK_ONLY
 
 /* libbpf's bpf_helpers.h defines it from 1.4 on; bookworm's 1.1 does not. */
 #ifndef __arg_trusted
@@ -301,11 +309,43 @@ static __always_inline bool walk_emit(struct walk *c, struct vm_area_struct *vma
 	return true;
 }
 
+/* Emits the records of a walked VMA, if the dump wants them. Returns 1
+ * to end the walk: at chunk_limit (MORE, to resume at start), or when
+ * the process must be read again (INVALID). */
+static __always_inline long walk_emit_vma(struct walk *c, struct vm_area_struct *vma, __u64 start)
+{
+	__u64 vmf = vma->vm_flags;
+
+	if ((vmf & VM_EXEC) || (synth_flags & SYNTH_CFG_DATA)) {
+		if (c->w->bytes + sizeof(struct synth_mmap2) + sizeof(struct synth_pending_rec) +
+		    sizeof(struct synth_walk) > chunk_limit) {
+			c->w->status = SYNTH_WALK_MORE;
+			c->w->resume = start;
+			return 1;
+		}
+		if (!walk_emit(c, vma, vmf)) {
+			c->w->status = SYNTH_WALK_INVALID;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+#else /* SYNTH_WALK_ONLY */
+
+/* Nothing: the VMA is only counted. */
+static __always_inline long walk_emit_vma(struct walk *c, struct vm_area_struct *vma, __u64 start)
+{
+	return 0;
+}
+
+#endif /* SYNTH_WALK_ONLY */
+
 /* Visits the VMA in a leaf slot. Returns 1 to end the walk. */
 static __always_inline long walk_one(struct walk *c, __u64 entry)
 {
 	struct vm_area_struct *vma;
-	__u64 start, end, vmf;
+	__u64 start, end;
 
 	if (entry & 7) { /* a reserved entry, not a VMA */
 		c->w->status = SYNTH_WALK_INVALID;
@@ -318,19 +358,8 @@ static __always_inline long walk_one(struct walk *c, __u64 entry)
 		c->w->status = SYNTH_WALK_INVALID;
 		return 1;
 	}
-	vmf = vma->vm_flags;
-	if (c->b && ((vmf & VM_EXEC) || (synth_flags & SYNTH_CFG_DATA))) {
-		if (c->w->bytes + sizeof(struct synth_mmap2) + sizeof(struct synth_pending_rec) +
-		    sizeof(struct synth_walk) > chunk_limit) {
-			c->w->status = SYNTH_WALK_MORE;
-			c->w->resume = start;
-			return 1;
-		}
-		if (!walk_emit(c, vma, vmf)) {
-			c->w->status = SYNTH_WALK_INVALID;
-			return 1;
-		}
-	}
+	if (walk_emit_vma(c, vma, start))
+		return 1;
 	c->w->prev_end = end;
 	c->w->count++;
 	return 0;
@@ -446,6 +475,8 @@ static __always_inline void walk_verdict(struct walk *c, struct mm_struct *mm, s
 		c->w->status = SYNTH_WALK_INVALID;
 }
 
+#ifndef SYNTH_WALK_ONLY
+
 /* Notes where the next chunk of a walk that stopped (MORE) takes up, in
  * next, or forgets the note of a walk that ended. */
 static __always_inline void walk_note_resume(struct walk *c, struct mm_struct *mm,
@@ -484,6 +515,21 @@ static __always_inline void walk_report(struct walk *c)
 	batch_commit(c->ctx, c->seq, c->b, &m->h, c->w->now, sizeof(*m));
 }
 
+#else /* SYNTH_WALK_ONLY */
+
+/* A walk that emits nothing never stops at chunk_limit, and reports to
+ * nobody. */
+static __always_inline void walk_note_resume(struct walk *c, struct mm_struct *mm,
+					     struct resume_at *ra, struct resume_at *next)
+{
+}
+
+static __always_inline void walk_report(struct walk *c)
+{
+}
+
+#endif /* SYNTH_WALK_ONLY */
+
 /* Walks the VMAs of task's process, from where an earlier chunk stopped
  * in resume mode, and emits the closing struct synth_walk: every walk
  * asked for ends in one, INVALID when it cannot be proved whole. */
@@ -512,12 +558,9 @@ static __always_inline void walk_process(struct walk *c, struct mm_struct *mm)
 	c->w->status = walk_mm(c, mm);
 	c->w->count += before;
 	walk_verdict(c, mm, ra);
-	if (!c->b) /* the floor */
-		return;
 	walk_note_resume(c, mm, ra, &next);
 report:
-	if (c->b)
-		walk_report(c);
+	walk_report(c);
 }
 
 /* FORK, NAMESPACES (on request) and COMM of a task, into the batch. */
