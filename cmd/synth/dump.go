@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/synth-dev/synth/cmd/synth/internal/bench"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -38,14 +37,6 @@ func runDump(ctx context.Context, args []string, stdout *os.File, stderr io.Writ
 	debug.SetGCPercent(400)
 	debug.SetMemoryLimit(48 << 20)
 	start := time.Now()
-	if d.method == bench.MethodFloor {
-		st, err := bench.Floor(ctx, d.opts.Walk, d.warmup)
-		if err != nil {
-			return fail(stderr, err)
-		}
-		printSummary(stderr, st, start, d.verbose > 0)
-		return exitOK
-	}
 	m, code, ok := openDumpMethod(d, stderr)
 	if !ok {
 		return code
@@ -85,15 +76,12 @@ func (d *dumpArgs) check(cl *cmdLine, stdout *os.File) error {
 	if err := d.opts.Check(); err != nil {
 		return err
 	}
-	if !knownMethod(d.method, bench.MethodFloor) {
+	if !knownMethod(d.method) {
 		return fmt.Errorf("unknown method %q (want auto, bpf, procmaps or procquery)", d.method)
 	}
 	var err error
 	if d.opts.Target, err = d.target(); err != nil {
 		return err
-	}
-	if d.method == bench.MethodFloor && d.tf.set() {
-		return errors.New("--method floor walks every process: it takes no target (-p, -t, -u, -G)")
 	}
 	if d.out == "" {
 		return checkStdout(stdout)

@@ -15,6 +15,8 @@ import (
 	"github.com/synth-dev/synth/cmd/synth/internal/endsig"
 	"github.com/synth-dev/synth/cmd/synth/internal/loadgen"
 	"github.com/synth-dev/synth/cmd/synth/internal/workload"
+
+	"github.com/synth-dev/synth/cmd/synth/internal/bench/floor"
 )
 
 // Exit statuses.
@@ -27,6 +29,7 @@ const (
 func main() {
 	loadgen.Main()  // a load process of synth bench or loadgen never returns
 	workload.Main() // nor does the command of synth record
+	floor.Main()    // nor a floor row of synth bench (it is no command)
 	os.Exit(run())
 }
 

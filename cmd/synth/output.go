@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -13,14 +12,13 @@ import (
 	"github.com/synth-dev/synth/synth"
 )
 
-// knownMethod reports whether name is a method --method takes: the
-// public ones, and the extra ones a command also accepts.
-func knownMethod(name string, extra ...string) bool {
+// knownMethod reports whether name is a method --method takes.
+func knownMethod(name string) bool {
 	switch name {
 	case synth.MethodAuto, synth.MethodBPF, synth.MethodProcmaps, synth.MethodProcquery:
 		return true
 	}
-	return slices.Contains(extra, name)
+	return false
 }
 
 // checkStdout says why perf.data must not go to stdout: a terminal,

@@ -1,7 +1,6 @@
 package bpfmethod
 
 import (
-	"context"
 	"errors"
 	"regexp"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"github.com/cilium/ebpf"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
-	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/testenv"
 )
 
@@ -85,31 +83,6 @@ func TestProgramsVerify(t *testing.T) {
 			defer coll.Close()
 			if m := processed.FindStringSubmatch(coll.Programs[name].VerifierLog); m != nil {
 				t.Logf("%s: the verifier processed %s instructions", name, m[1])
-			}
-		})
-	}
-	// The benchmark floor's object (bpf/floor.bpf.c): each walk's floor
-	// loads where the walk does, and walks this process at least.
-	for _, walk := range []string{assemble.WalkMaple, assemble.WalkIter} {
-		t.Run("floor-"+walk, func(t *testing.T) {
-			if walk == assemble.WalkMaple && walkOK == 0 {
-				t.Skipf("the probe finds no provable maple walk here: %v", errNoProof)
-			}
-			if walk == assemble.WalkIter {
-				_, err := kernel.AnyTypeByName("bpf_iter__task_vma")
-				testenv.Kernel(t, err == nil, "5.12", "no iter/task_vma")
-			}
-			f, err := NewFloor(walk)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			st, err := f.Dump(context.Background(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Mappings == 0 {
-				t.Errorf("the floor of the %s walk walked no VMA", walk)
 			}
 		})
 	}

@@ -21,7 +21,7 @@ import (
 
 // Config says what to run.
 type Config struct {
-	Synth    string    // the synth binary whose dump command runs each method
+	Synth    string    // the synth binary: its dump command runs each method, and it runs the floors (package floor)
 	Perf     string    // perf, or "" to leave perf's synthesis out
 	Reps     int       // runs per method (0: 5)
 	Threads  int       // procmaps and procquery run with 1..Threads workers (0: one per CPU)
@@ -84,9 +84,7 @@ func (c *Config) methods(tmp string) []method {
 				cmd: dump("--method", name, "--threads", strconv.Itoa(n)), parse: parseSynth})
 		}
 	}
-	ms = append(ms,
-		method{name: "floor-maple", cmd: dump("--method", "floor", "--walk", "maple"), parse: parseSynth},
-		method{name: "floor-iter", cmd: dump("--method", "floor", "--walk", "iter"), parse: parseSynth})
+	ms = append(ms, c.floors()...)
 	ms = slices.DeleteFunc(ms, func(m method) bool {
 		return slices.ContainsFunc(c.Skip, func(s string) bool { return m.name == s || strings.HasPrefix(m.name, s+"-") })
 	})

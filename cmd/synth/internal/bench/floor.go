@@ -1,42 +1,23 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"io"
+	"os/exec"
 
-	"github.com/synth-dev/synth/internal/assemble"
-	"github.com/synth-dev/synth/internal/method/bpfmethod"
+	"github.com/synth-dev/synth/cmd/synth/internal/bench/floor"
 	"github.com/synth-dev/synth/synth"
 )
 
-// MethodFloor is the method of `synth dump --method floor`, the rows
-// floor-maple and floor-iter: a walk that visits every VMA the way the
-// BPF method's walk does and emits nothing, the least a dump with that
-// walk can cost. It is not a synth method: it writes no records.
-const MethodFloor = bpfmethod.MethodFloor
-
-// Floor loads the floor of walk (synth.WalkMaple, or "", or
-// synth.WalkIter), runs it warmup times, then once more, and returns
-// that run's stats: the VMAs walked as Mappings.
-func Floor(ctx context.Context, walk string, warmup int) (synth.Stats, error) {
-	f, err := bpfmethod.NewFloor(walk)
-	if err != nil {
-		return synth.Stats{}, err
+// floors are the rows floor-maple and floor-iter: each walk's floor
+// (package floor), a walk that visits every VMA the way the bpf rows'
+// walk does and emits nothing, run in a process of its own as every
+// row is, and its summary read as a dump's.
+func (c *Config) floors() []method {
+	row := func(walk string) method {
+		return method{name: "floor-" + walk, cmd: func() *exec.Cmd { return floor.Command(c.Synth, walk) }, parse: parseSynth}
 	}
-	defer f.Close()
-	var st assemble.Stats
-	for range warmup + 1 {
-		if err = ctx.Err(); err != nil {
-			break
-		}
-		if st, err = f.Dump(ctx, nil); err != nil {
-			break
-		}
-	}
-	// What a floor counts: no records, the VMAs walked as Mappings.
-	return synth.Stats{Method: st.Method, Mappings: st.Mappings, Elapsed: st.Elapsed,
-		ProgramTime: st.ProgramTime}, err
+	return []method{row(string(synth.WalkMaple)), row(string(synth.WalkIter))}
 }
 
 // Unavailable returns the methods of the bench this kernel cannot run,

@@ -2,23 +2,23 @@
 
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * The benchmark floor of each walk (synth bench's floor rows, synth dump
- * --method floor): the walks of synth.bpf.c with nothing emitted, the
- * least a dump with that walk can cost. The maple walk is the dump's own
- * walk.bpf.h, compiled with SYNTH_WALK_ONLY. An object of its own, so
- * that the one a dump loads carries no benchmark program. The Go side is
- * internal/method/bpfmethod's floor.go.
+ * The benchmark floor of each walk (synth bench's rows floor-maple and
+ * floor-iter): the walks of bpf/synth.bpf.c with nothing emitted, the
+ * least a dump with that walk can cost. The maple walk is the dump's
+ * own walk.bpf.h, compiled with SYNTH_WALK_ONLY. An object of its own,
+ * out of package bpf, which every user of the library embeds: the object
+ * a dump loads carries no benchmark program. The Go side is floor.go.
  */
 #define SYNTH_WALK_ONLY
-#include "record.bpf.h"
-#include "walk.bpf.h"
+#include "../../../../../bpf/record.bpf.h"
+#include "../../../../../bpf/walk.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Read by userspace: the VMAs walked. */
 __u64 walked;
 
-/* The floor of the task_vma iterator: counts the VMAs. */
+/* The floor of the task_vma iterator (dump_vma): counts the VMAs. */
 SEC("iter/task_vma")
 int walk_vma(struct bpf_iter__task_vma *ctx)
 {
@@ -27,8 +27,8 @@ int walk_vma(struct bpf_iter__task_vma *ctx)
 	return 0;
 }
 
-/* The floor of the maple walk: walk and validate every process, emit
- * nothing. Counts the VMAs in walked. */
+/* The floor of the maple walk (dump_tasks): walk and validate every
+ * process, emit nothing. Counts the VMAs of the walks that hold. */
 SEC("iter/task")
 int walk_maple(struct bpf_iter__task *ctx)
 {

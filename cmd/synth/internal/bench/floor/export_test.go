@@ -1,0 +1,6 @@
+package floor
+
+var (
+	LoadSpec = loadFloor
+	Program  = program
+)
