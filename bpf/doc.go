@@ -1,13 +1,15 @@
 // Package bpf holds synth's BPF programs and their bpf2go bindings.
 //
-// synth.bpf.c holds the programs a dump and a session load, floor.bpf.c
-// those of the benchmark floor, in an object apart; the headers hold
-// what they share: record.bpf.h the rings and the record builders,
+// synth.bpf.c holds the programs a dump and a session load; the headers
+// hold what they share: record.bpf.h the rings and the record builders,
 // walk.bpf.h and maple.bpf.h the maple walk, buildid.bpf.h and
 // pidns.bpf.h the build-ID cache and pid namespaces, unmap.bpf.h what
 // the unmap programs share; synth.h the layout of what they emit, the contract
-// with the Go side. `make generate` (clang-19) compiles each .c into its
-// .o, committed together with the generated .go, so that `go build`
+// with the Go side. The benchmark floor of synth bench is no part of
+// this package: cmd/synth/internal/bench/floor compiles walk.bpf.h with
+// SYNTH_WALK_ONLY (walk, validate, emit nothing) into an object of its
+// own. `make generate` (clang-19) compiles each .c, here and there, into
+// its .o, committed together with the generated .go, so that `go build`
 // needs no clang. `make check-generate` rebuilds them into a temporary
 // directory and fails when they differ from the committed files.
 //

@@ -4,8 +4,8 @@
  * settings userspace gives each dump, the pacing, and the builders of
  * the records in perf's layout (synth.h): FORK, NAMESPACES, COMM and
  * MMAP2, and the rule of which task reports a process's VMAs. The
- * programs are in synth.bpf.c (and floor.bpf.c), and the headers that
- * build on this one (walk.bpf.h, unmap.bpf.h) include it first.
+ * programs are in synth.bpf.c (and cmd/synth/internal/bench/floor); the
+ * headers that build on this one (walk.bpf.h, unmap.bpf.h) include it first.
  */
 #ifndef SYNTH_RECORD_BPF_H
 #define SYNTH_RECORD_BPF_H
