@@ -106,7 +106,7 @@ struct synth_pending {
 };
 
 struct synth_hdr {
-	__u64 gen;  /* dump generation (synth_cfg.gen at emission) */
+	__u64 gen;  /* dump generation (the global synth_gen at emission) */
 	__u64 seq;  /* emission order within the dump */
 	__u64 time; /* bpf_ktime_get_ns() when the object was read */
 };

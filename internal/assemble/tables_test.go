@@ -10,7 +10,7 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
-// TestBuildIDTableNames checks that the table's shortcut for a name
+// TestTablesNames checks that the Tables' shortcut for a name
 // repeated from the record before does not swallow a different name that
 // merely starts with it, and that a repeated name keeps its first ID.
 func TestTablesNames(t *testing.T) {

@@ -14,6 +14,6 @@
 // hand the space back. A record may wrap around the end of the data
 // area; Ring.ReadAll hands it over in one piece.
 //
-// Reader is built on nothing but that memory, so the ring logic is
+// Ring is built on nothing but that memory, so the ring logic is
 // tested without a kernel (see ring_test.go).
 package perfring
