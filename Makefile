@@ -47,8 +47,9 @@ deps: $(STATICCHECK)
 $(STATICCHECK):
 	GOBIN=$(CURDIR)/$(@D) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-# Rebuild the committed bpf2go output from bpf/*.c (see bpf/gen_test.go
-# for why this goes through a scratch directory).
+# Rebuild the committed bpf2go output from bpf/*.c and from synth bench's
+# floor, cmd/synth/internal/bench/floor/*.c, which includes bpf's headers
+# (see bpf/gen_test.go for why this goes through a scratch directory).
 generate: deps
 	$(GO) test -count=1 -run '^TestGeneratedUpToDate$$' ./bpf -update
 
