@@ -65,6 +65,7 @@ case $suite in
 short)
 	tests="
 internal/method/bpfmethod bpfmethod.test ^(TestProgramsVerify|TestUnmapStaleNote)$
+cmd/synth/internal/bench/floor floor.test ^(TestFloors)$
 synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|TestTableUnmapsLive)$
 "
 	;;
@@ -79,6 +80,7 @@ cmd/synth cmd.test ^(TestAutoFallback)$
 internal/bpfiter bpfiter.test .
 internal/bpfprog bpfprog.test .
 internal/method/bpfmethod bpfmethod.test .
+cmd/synth/internal/bench/floor floor.test .
 synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf|TestMethodsPerf|TestNoVsyscallFor32Bit)$
 cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestDumpBuildIDLine|TestAutoFallback|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestDumpLockedProcess|TestVerifierReason|TestPidNamespace|TestContainerRoot|TestUserNamespace|TestForeignProc)$
 "
@@ -97,6 +99,7 @@ if [ "$(uname -m)" = aarch64 ]; then
 	short)
 		tests="
 internal/method/bpfmethod bpfmethod.test ^(TestProgramsVerify|TestUnmapStaleNote)$
+cmd/synth/internal/bench/floor floor.test ^(TestFloors)$
 synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|TestPageOffsets|TestTableUnmapsLive)$
 "
 		;;
@@ -105,6 +108,7 @@ synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|T
 internal/bpfiter bpfiter.test .
 internal/bpfprog bpfprog.test .
 internal/method/bpfmethod bpfmethod.test .
+cmd/synth/internal/bench/floor floor.test .
 synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf|TestMethodsPerf)$
 cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestDumpBuildIDLine|TestAutoFallback|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestDumpLockedProcess|TestVerifierReason|TestPidNamespace|TestContainerRoot|TestUserNamespace|TestForeignProc)$
 "

@@ -87,6 +87,7 @@ go test -c -o "$bin/synth.test" ./synth
 go test -c -o "$bin/cmd.test" ./cmd/synth
 go test -c -o "$bin/bpfmethod.test" ./internal/method/bpfmethod
 go test -c -o "$bin/bpfiter.test" ./internal/bpfiter
+go test -c -o "$bin/floor.test" ./cmd/synth/internal/bench/floor
 go test -c -o "$bin/bpfprog.test" ./internal/bpfprog
 
 # The tests run in a copy of the checkout outside /tmp and /var/tmp,
