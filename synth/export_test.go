@@ -22,7 +22,7 @@ func NewBPF(opts Options) (*BPF, error) {
 	}
 	b, err := bpfmethod.New(d)
 	if err != nil {
-		return nil, public(err)
+		return nil, err
 	}
 	m := &Method{name: MethodBPF, partial: partial(d), d: converted{m: b, attrs: optionAttrs(d)}}
 	return &BPF{BPF: b, m: m}, nil

@@ -85,7 +85,7 @@ func TestKernelFallbacks(t *testing.T) {
 		// verifier's own refusal, with the end of its log.
 		var pe *synth.ProgramError
 		if walk == synth.WalkMaple && (!errors.As(d.stats.WalkFallback, &pe) || pe.Program != "dump_tasks" ||
-			len(pe.Log) == 0 || !strings.Contains(pe.Error(), "R0 !read_ok")) {
+			len(pe.VerifierLog()) == 0 || !strings.Contains(pe.Error(), "R0 !read_ok")) {
 			t.Errorf("walk fallback %v, want the verifier's refusal of dump_tasks with its log", d.stats.WalkFallback)
 		}
 		checkProc(t, p, d, true)

@@ -102,7 +102,4 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 func (m *liveMethod) Close() error { return m.s.Close() }
 
 // walk is the session's BPF method's walk, for Method.Walk.
-func (m *liveMethod) walk() (string, error) {
-	w, why := m.s.b.Walk()
-	return w, public(why)
-}
+func (m *liveMethod) walk() (string, error) { return m.s.b.Walk() }

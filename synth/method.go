@@ -116,7 +116,7 @@ func openMethod(name string, opts MethodOptions, d assemble.Options) (*Method, e
 		return nil, fmt.Errorf("unknown method %q (want auto, bpf, procmaps or procquery)", name)
 	}
 	if err != nil {
-		return nil, public(err)
+		return nil, err
 	}
 	return &Method{name: name, partial: partial(d), d: m}, nil
 }
@@ -149,8 +149,7 @@ func (m *Method) Name() string { return m.name }
 // never concurrent and all end before Dump returns, but may come from
 // goroutines of the method's own.
 func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
-	st, err := m.d.Dump(ctx, emit)
-	return st, public(err)
+	return m.d.Dump(ctx, emit)
 }
 
 // Walk says how the method's dumps read each process's VMAs: WalkMaple

@@ -86,8 +86,7 @@ func newProcquery(d assemble.Options, threads int) (dumper, error) {
 // walk is the BPF method's walk, for Method.Walk.
 func (c converted) walk() (string, error) {
 	if b, ok := c.m.(*bpfmethod.BPF); ok {
-		w, why := b.Walk()
-		return w, public(why)
+		return b.Walk()
 	}
 	return "", nil
 }

@@ -1,10 +1,6 @@
 package synth
 
 import (
-	"errors"
-	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/synth-dev/synth/internal/assemble"
@@ -273,7 +269,7 @@ type Step struct {
 // every field.
 func statsOf(st assemble.Stats) Stats {
 	s := Stats{
-		Method: st.Method, Walk: st.Walk, WalkFallback: public(st.WalkFallback),
+		Method: st.Method, Walk: st.Walk, WalkFallback: st.WalkFallback,
 		Processes: st.Processes, Threads: st.Threads, Mappings: st.Mappings, Kernel: st.Kernel,
 		BPFPrograms: st.BPFPrograms, Cgroups: st.Cgroups, Records: st.Records,
 		Lost: st.Lost, LiveLost: st.LiveLost, Stale: st.Stale, Duplicates: st.Duplicates,
@@ -298,65 +294,12 @@ func statsOf(st assemble.Stats) Stats {
 // needs: CAP_BPF and CAP_PERFMON for the BPF method, CAP_PERFMON (or a
 // low perf_event_paranoid) for sampling. errors.Is(err, os.ErrPermission)
 // holds for it.
-type PermissionError struct {
-	Op      string   // what was refused
-	Missing []string // the capabilities missing, where known
-	Err     error    // the kernel's refusal
-}
-
-func (e *PermissionError) Error() string {
-	if len(e.Missing) > 0 {
-		return fmt.Sprintf("%s: missing %s (run as root or grant them)", e.Op, strings.Join(e.Missing, " and "))
-	}
-	return fmt.Sprintf("%s: %v", e.Op, e.Err)
-}
-
-func (e *PermissionError) Unwrap() error { return e.Err }
-
-// Is makes errors.Is(err, os.ErrPermission) true for every PermissionError.
-func (e *PermissionError) Is(target error) bool { return target == os.ErrPermission }
+type PermissionError = bpfmethod.PermissionError
 
 // ProgramError reports that the kernel refused to load one of the BPF
 // method's programs: it lacks a helper, kfunc, iterator or field the
 // program needs, or its verifier could not prove the program safe. Its
 // Error is one line, with the verifier's verdict (the error, the
-// instruction and its source line) where there is one.
-type ProgramError struct {
-	Program string   // the program's name in bpf/synth.bpf.c
-	Log     []string // the last lines of the verifier's log, if it refused the program
-	Err     error    // the load's error, as cilium/ebpf reports it
-	msg     string
-}
-
-func (e *ProgramError) Error() string { return e.msg }
-
-func (e *ProgramError) Unwrap() error { return e.Err }
-
-// public returns err with a method's permission error as a
-// *PermissionError and a refused program as a *ProgramError, for the
-// package's callers. The chain around them is kept.
-func public(err error) error {
-	var pe *bpfmethod.PermissionError
-	if errors.As(err, &pe) {
-		return &PermissionError{Op: pe.Op, Missing: pe.Missing, Err: pe.Err}
-	}
-	var ge *bpfmethod.ProgramError
-	if errors.As(err, &ge) {
-		pub := &ProgramError{Program: ge.Program, Log: ge.VerifierLog(), Err: ge.Err, msg: ge.Error()}
-		if err == error(ge) {
-			return pub
-		}
-		return &wrapped{msg: err.Error(), err: pub}
-	}
-	return err
-}
-
-// wrapped is an error's message around a public error that replaced
-// the one it wrapped.
-type wrapped struct {
-	msg string
-	err error
-}
-
-func (w *wrapped) Error() string { return w.msg }
-func (w *wrapped) Unwrap() error { return w.err }
+// instruction and its source line) where there is one; VerifierLog has
+// the end of the verifier's log.
+type ProgramError = bpfmethod.ProgramError

@@ -313,7 +313,7 @@ func newSession(opts SessionOptions, d assemble.Options) (*Session, error) {
 		return nil, fmt.Errorf("event %s: %w", opts.Sample.eventName(), ErrNoEvent)
 	}
 	if err != nil {
-		return nil, public(err)
+		return nil, err
 	}
 	s := &Session{opts: opts, b: b, wake: -1}
 	if err := s.init(rc, d); err != nil {

@@ -180,12 +180,16 @@ func printVerifierLog(stderr io.Writer, errs ...error) {
 	done := map[string]bool{}
 	for _, err := range errs {
 		var pe *synth.ProgramError
-		if !errors.As(err, &pe) || len(pe.Log) == 0 || done[pe.Program] {
+		if !errors.As(err, &pe) || done[pe.Program] {
+			continue
+		}
+		log := pe.VerifierLog()
+		if len(log) == 0 {
 			continue
 		}
 		done[pe.Program] = true
 		fmt.Fprintf(stderr, "synth: the verifier refused %s; the end of its log:\n", pe.Program)
-		for _, l := range pe.Log {
+		for _, l := range log {
 			fmt.Fprintf(stderr, "synth:   %s\n", l)
 		}
 	}

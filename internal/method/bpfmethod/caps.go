@@ -11,11 +11,13 @@ import (
 )
 
 // PermissionError reports that the process lacks a privilege a method
-// needs. Missing names the capabilities, when they are known.
+// needs: CAP_BPF and CAP_PERFMON for the BPF method, CAP_PERFMON (or a
+// low perf_event_paranoid) for sampling. errors.Is(err, os.ErrPermission)
+// holds for it. It is synth.PermissionError.
 type PermissionError struct {
-	Op      string
-	Missing []string
-	Err     error
+	Op      string   // what was refused
+	Missing []string // the capabilities missing, where known
+	Err     error    // the kernel's refusal
 }
 
 func (e *PermissionError) Error() string {

@@ -18,10 +18,11 @@ import (
 // error, the instruction and the source line it was checking, taken
 // from the end of the log, where the verifier says why it stopped.
 // cilium/ebpf's own message keeps the last line or two, which on
-// current kernels is often a register dump or empty.
+// current kernels is often a register dump or empty. VerifierLog has
+// more of the log's end. It is synth.ProgramError.
 type ProgramError struct {
-	Program string
-	Err     error // a *ebpf.VerifierError when the verifier refused it
+	Program string // the program's name in bpf/synth.bpf.c
+	Err     error  // the load's error: a *ebpf.VerifierError when the verifier refused it
 }
 
 func (e *ProgramError) Error() string {
