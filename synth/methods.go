@@ -2,7 +2,6 @@ package synth
 
 import (
 	"context"
-	"errors"
 
 	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
@@ -12,7 +11,7 @@ import (
 
 // ErrNoProcquery is OpenMethod's error for MethodProcquery on a kernel
 // without the PROCMAP_QUERY ioctl (before Linux 6.11).
-var ErrNoProcquery = errors.New("PROCMAP_QUERY ioctl not supported by this kernel")
+var ErrNoProcquery = procmethod.ErrNoProcquery
 
 // converted is a method of internal/method, whose Dump gives the
 // methods' Stats, as a dumper.
@@ -74,9 +73,6 @@ func newProcmaps(d assemble.Options, threads int) (dumper, error) {
 // mappings with the PROCMAP_QUERY ioctl, with threads workers.
 func newProcquery(d assemble.Options, threads int) (dumper, error) {
 	m, err := procmethod.NewProcquery(d, threads)
-	if errors.Is(err, procmethod.ErrNoProcquery) {
-		return nil, ErrNoProcquery
-	}
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/synth-dev/synth/internal/assemble"
-	"github.com/synth-dev/synth/internal/method/procmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -28,7 +27,6 @@ func TestOptionConstants(t *testing.T) {
 		{"WalkAuto", WalkAuto, assemble.WalkAuto},
 		{"WalkMaple", WalkMaple, assemble.WalkMaple},
 		{"WalkIter", WalkIter, assemble.WalkIter},
-		{"ErrNoProcquery", ErrNoProcquery.Error(), procmethod.ErrNoProcquery.Error()},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, the methods use %v", c.name, c.got, c.want)
