@@ -200,7 +200,7 @@ func (s *Session) readDump(recs []Record) (int, error) {
 	}
 	s.last = Stats{}
 	if s.run != nil {
-		s.last = statsOf(s.run.Stats())
+		s.last = s.run.Stats()
 	}
 	s.run, s.inDump = nil, false
 	s.stats.Duplicates += uint64(s.last.Duplicates)

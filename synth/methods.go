@@ -13,19 +13,18 @@ import (
 // without the PROCMAP_QUERY ioctl (before Linux 6.11).
 var ErrNoProcquery = procmethod.ErrNoProcquery
 
-// converted is a method of internal/method, whose Dump gives the
-// methods' Stats, as a dumper.
+// converted is a method of internal/method, with its attrs, as a
+// dumper.
 type converted struct {
 	m interface {
-		Dump(ctx context.Context, emit func(rec []byte) error) (assemble.Stats, error)
+		Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error)
 		Close() error
 	}
 	attrs []perfdata.EventAttr
 }
 
 func (c converted) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
-	st, err := c.m.Dump(ctx, emit)
-	return statsOf(st), err
+	return c.m.Dump(ctx, emit)
 }
 
 func (c converted) Attrs() []perfdata.EventAttr { return c.attrs }

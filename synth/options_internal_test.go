@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/synth-dev/synth/internal/assemble"
-	"github.com/synth-dev/synth/perfdata"
 )
 
 // TestOptionConstants checks that the package's defaults and names are
@@ -46,48 +45,6 @@ func TestPermissionError(t *testing.T) {
 	}
 	if got, want := inner.Error(), "load BPF: missing CAP_BPF (run as root or grant them)"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
-	}
-}
-
-// statsOf carries every field of the methods' stats, under the same
-// name: a field added to assemble.Stats and not to Stats, or not
-// copied, fails here.
-func TestStatsOf(t *testing.T) {
-	var st assemble.Stats
-	v := reflect.ValueOf(&st).Elem()
-	for i := range v.NumField() {
-		f := v.Field(i)
-		switch f.Kind() {
-		case reflect.String:
-			f.SetString("x")
-		case reflect.Int, reflect.Int64:
-			f.SetInt(int64(i + 1))
-		case reflect.Uint64:
-			f.SetUint(uint64(i + 1))
-		case reflect.Slice:
-			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
-		case reflect.Interface:
-			f.Set(reflect.ValueOf(errors.New("x")))
-		case reflect.Struct:
-			st.Tables.BuildIDs = []perfdata.BuildIDEvent{{Pid: 1}}
-		default:
-			t.Fatalf("assemble.Stats.%s: kind %v not filled here", v.Type().Field(i).Name, f.Kind())
-		}
-	}
-	s := reflect.ValueOf(statsOf(st))
-	if s.NumField() != v.NumField() {
-		t.Errorf("Stats has %d fields, assemble.Stats %d", s.NumField(), v.NumField())
-	}
-	for i := range v.NumField() {
-		name := v.Type().Field(i).Name
-		got := s.FieldByName(name)
-		if !got.IsValid() {
-			t.Errorf("Stats has no field %s", name)
-			continue
-		}
-		if got.IsZero() {
-			t.Errorf("statsOf leaves Stats.%s zero", name)
-		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -23,7 +24,7 @@ type Assembler struct {
 	Held  func([]byte) error
 	gate  *Gate
 	start time.Time
-	Stats Stats
+	Stats config.Stats
 	Ident uint64 // sample_id_all identifier, with SampleIdentifier
 	// Trailed says AddVMA's records come with their trailers (see
 	// AppendTrailer): a method that keeps records may append them as
@@ -242,7 +243,7 @@ func (d *Assembler) Emit(rec []byte) error {
 }
 
 // FinishStats returns the dump's statistics, with its tables.
-func (d *Assembler) FinishStats() Stats {
+func (d *Assembler) FinishStats() config.Stats {
 	d.Stats.Elapsed = time.Since(d.start)
 	d.Stats.Tables = d.tables.Result(!d.opts.NoKernel, !d.opts.NoBuildID)
 	return d.Stats

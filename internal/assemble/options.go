@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -156,53 +157,7 @@ func (o *Options) Attr() perfdata.Attr {
 	}
 }
 
-// Stats are synth.Stats, field for field, where each field is
-// documented; synth copies them (statsOf, which a test holds to every
-// field).
-type Stats struct {
-	Method           string
-	Walk             string
-	WalkFallback     error
-	Processes        int
-	Threads          int
-	Mappings         int
-	Kernel           int
-	BPFPrograms      int
-	Cgroups          int
-	Records          int
-	Lost             uint64
-	LiveLost         uint64
-	Stale            int
-	Duplicates       int
-	Live             int
-	Skipped          int
-	Unreadable       int
-	LockedOut        []int
-	Reads            int
-	WalksInvalid     int
-	Resumed          int
-	Elapsed          time.Duration
-	Steps            []Step
-	ProgramTime      time.Duration
-	FileMappings     int
-	BuildIDMappings  int
-	FilesRead        int
-	FilesReadEarly   int
-	BuildIDsRead     int
-	BuildIDTimeouts  int
-	BuildIDsUncached int
-	Cached           int
-	Tables           perfdata.Tables `json:"-"`
-}
-
-// Step is synth.Step: a part of a dump, or of the loading before it,
-// and its wall time.
-type Step struct {
-	Name string
-	Took time.Duration
-}
-
 // Time appends to steps the step name, begun at start.
-func Time(steps []Step, name string, start time.Time) []Step {
-	return append(steps, Step{name, time.Since(start)})
+func Time(steps []config.Step, name string, start time.Time) []config.Step {
+	return append(steps, config.Step{Name: name, Took: time.Since(start)})
 }

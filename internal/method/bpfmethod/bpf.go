@@ -19,6 +19,7 @@ import (
 	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
@@ -307,13 +308,13 @@ func (b *BPF) Close() error {
 // record, with its sample_id_all trailer, to emit, in perf's order: kernel
 // maps, then for each process its threads' FORK and COMM records and its
 // MMAP2 records. rec is only valid during the call.
-func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (assemble.Stats, error) {
+func (b *BPF) Dump(ctx context.Context, emit func(rec []byte) error) (config.Stats, error) {
 	r, err := b.Start(ctx, emit, nil)
 	for err == nil && !r.done {
 		err = r.Write(0)
 	}
 	if r == nil {
-		return assemble.Stats{}, err
+		return config.Stats{}, err
 	}
 	return r.Stats(), err
 }
@@ -412,11 +413,11 @@ func (r *Run) Done() bool { return r.done }
 func (r *Run) Lost() uint64 { return r.d.Stats.Lost }
 
 // Stats returns the counts of the dump.
-func (r *Run) Stats() assemble.Stats {
+func (r *Run) Stats() config.Stats {
 	r.d.Stats.Duplicates = r.b.dd.Duplicates - r.dups
 	r.d.Stats.Stale = r.b.dd.Stale - r.stale
 	st := r.d.FinishStats()
-	st.Steps = append(slices.Clip(st.Steps), assemble.Step{Name: "write", Took: r.writing})
+	st.Steps = append(slices.Clip(st.Steps), config.Step{Name: "write", Took: r.writing})
 	return st
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
@@ -148,7 +149,7 @@ func needMaple(t *testing.T) {
 
 // procDump is one dump's records of a test process, decoded.
 type procDump struct {
-	stats assemble.Stats
+	stats config.Stats
 	types []perfdata.RecordType
 	maps  []procfs.Mapping
 	ids   map[uint64][]byte // build ID of the MMAP2 at each start

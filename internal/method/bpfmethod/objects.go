@@ -18,6 +18,7 @@ import (
 
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 )
 
 // objects are the maps and programs of bpf/synth.bpf.c, loaded apart so
@@ -43,7 +44,7 @@ type objects struct {
 	loading  sync.Mutex           // held while a program loads (see program)
 	mu       sync.Mutex           // guards progs and steps
 	progs    map[string]progLoad
-	steps    []assemble.Step // what loading took, until a dump takes them
+	steps    []config.Step // what loading took, until a dump takes them
 }
 
 // progLoad is the outcome of one program's load.
@@ -130,7 +131,7 @@ func (o *objects) step(name string, start time.Time) {
 }
 
 // takeSteps returns the steps noted since it was last called.
-func (o *objects) takeSteps() []assemble.Step {
+func (o *objects) takeSteps() []config.Step {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := slices.Clone(o.steps)

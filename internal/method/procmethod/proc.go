@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -78,7 +79,7 @@ type procResult struct {
 // emit in perf's order: kernel maps, then per process COMM/FORK and MMAP2.
 // A process's records may be emitted from a worker's goroutine, never two
 // calls at once, and all before Dump returns.
-func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (assemble.Stats, error) {
+func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (config.Stats, error) {
 	d := assemble.New(m.opts, emit, nil)
 	d.Stats.Method = m.name
 	if m.ids != nil {

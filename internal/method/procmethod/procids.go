@@ -6,8 +6,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/mapread"
 	"github.com/synth-dev/synth/internal/procfs"
 )
@@ -46,7 +46,7 @@ func (p *procIDs) begin() {
 }
 
 // end stops the deadline and adds the dump's counts to st.
-func (p *procIDs) end(st *assemble.Stats) {
+func (p *procIDs) end(st *config.Stats) {
 	p.stop()
 	st.FilesRead += len(p.dump)
 	for _, res := range p.dump {
