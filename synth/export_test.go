@@ -16,7 +16,7 @@ type BPF struct {
 // NewBPF opens the BPF method without the live side-band, for tests of
 // its walks.
 func NewBPF(opts Options) (*BPF, error) {
-	d, err := opts.open()
+	d, err := resolve(&opts)
 	if err != nil {
 		return nil, err
 	}
@@ -24,7 +24,7 @@ func NewBPF(opts Options) (*BPF, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Method{name: MethodBPF, partial: partial(d), d: converted{m: b, attrs: optionAttrs(d)}}
+	m := &Method{name: MethodBPF, partial: d.Partial(), d: converted{m: b, attrs: optionAttrs(d)}}
 	return &BPF{BPF: b, m: m}, nil
 }
 

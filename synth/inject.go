@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -155,7 +156,7 @@ func Inject(ctx context.Context, in io.Reader, out io.Writer, opts InjectOptions
 		return st, err
 	}
 	err = writeInit(w, init, &st, func() error {
-		return writeSynth(w, synth, o.sampleType(), seen, trailer, &st)
+		return writeSynth(w, synth, o.Attr().SampleType, seen, trailer, &st)
 	})
 	for i := 0; err == nil && i < len(held); i++ {
 		err = writePerf(w, held[i], &st)
@@ -190,7 +191,7 @@ type injectLoad struct {
 
 // startInjectLoad opens the method opts ask for, in a goroutine, with
 // the options that do not depend on perf's stream: those the method
-// takes when it loads (assemble.Options.WithLoaded). The dump's are set
+// takes when it loads (config.Resolved.WithLoaded). The dump's are set
 // when perf's header has been read (injectDump).
 func startInjectLoad(opts InjectOptions) *injectLoad {
 	l := &injectLoad{done: make(chan struct{})}
@@ -200,7 +201,7 @@ func startInjectLoad(opts InjectOptions) *injectLoad {
 		defer func() { l.end = bpfmethod.MonotonicNow() }()
 		name := cmp.Or(opts.Method, MethodAuto)
 		o := injectOptions(opts)
-		d, err := o.open()
+		d, err := resolve(&o)
 		if err != nil {
 			l.err = err
 			return
@@ -243,8 +244,7 @@ func injectDump(ctx context.Context, load *injectLoad, o Options, pids []int, st
 		return nil, 0, err
 	}
 	defer m.Close()
-	d := o.internal()
-	d.Pids = pids
+	d := config.Resolved{Options: o, Pids: pids}
 	if err := m.rescope(d); err != nil {
 		return nil, 0, err
 	}

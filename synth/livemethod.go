@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -21,7 +22,7 @@ type liveMethod struct {
 const readBatch = 256
 
 // newLive opens a Session for opts, as the BPF method.
-func newLive(opts SessionOptions, d assemble.Options) (dumper, error) {
+func newLive(opts SessionOptions, d config.Resolved) (dumper, error) {
 	s, err := newSession(opts, d)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -67,7 +67,7 @@ type MethodOptions struct {
 // switches them), then the other; the error of the last says why none
 // opened.
 func OpenMethod(name string, opts MethodOptions) (*Method, error) {
-	d, err := opts.open()
+	d, err := resolve(&opts.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func OpenMethod(name string, opts MethodOptions) (*Method, error) {
 }
 
 // openResolved is OpenMethod with the options resolved: d.
-func openResolved(name string, opts MethodOptions, d assemble.Options) (*Method, error) {
+func openResolved(name string, opts MethodOptions, d config.Resolved) (*Method, error) {
 	if name != MethodAuto && name != "" {
 		return openMethod(name, opts, d)
 	}
@@ -94,7 +94,7 @@ func openResolved(name string, opts MethodOptions, d assemble.Options) (*Method,
 }
 
 // openMethod opens one method by name, to dump what d says.
-func openMethod(name string, opts MethodOptions, d assemble.Options) (*Method, error) {
+func openMethod(name string, opts MethodOptions, d config.Resolved) (*Method, error) {
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
@@ -118,17 +118,14 @@ func openMethod(name string, opts MethodOptions, d assemble.Options) (*Method, e
 	if err != nil {
 		return nil, err
 	}
-	return &Method{name: name, partial: partial(d), d: m}, nil
+	return &Method{name: name, partial: d.Partial(), d: m}, nil
 }
-
-// partial reports whether d reads only some processes.
-func partial(d assemble.Options) bool { return len(d.Pids) > 0 || len(d.Tids) > 0 }
 
 // rescope changes what the method's next dumps read and write: the
 // processes, and every option the method does not take when it loads
-// (assemble.Options.WithLoaded), so that it can load before they are
+// (config.Resolved.WithLoaded), so that it can load before they are
 // known. Not while a dump runs.
-func (m *Method) rescope(d assemble.Options) error {
+func (m *Method) rescope(d config.Resolved) error {
 	c, ok := m.d.(converted)
 	if ok {
 		c, ok = c.setOptions(d)
@@ -136,7 +133,7 @@ func (m *Method) rescope(d assemble.Options) error {
 	if !ok {
 		return fmt.Errorf("method %s cannot change its options once open", m.name)
 	}
-	m.d, m.partial = c, partial(d)
+	m.d, m.partial = c, d.Partial()
 	return nil
 }
 

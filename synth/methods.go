@@ -3,7 +3,7 @@ package synth
 import (
 	"context"
 
-	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/internal/method/procmethod"
 	"github.com/synth-dev/synth/perfdata"
@@ -31,10 +31,10 @@ func (c converted) Attrs() []perfdata.EventAttr { return c.attrs }
 func (c converted) Close() error                { return c.m.Close() }
 
 // setOptions changes what the method's next dumps read and write (see
-// assemble.Options.WithLoaded); ok is false for a method that cannot.
-func (c converted) setOptions(d assemble.Options) (converted, bool) {
+// config.Resolved.WithLoaded); ok is false for a method that cannot.
+func (c converted) setOptions(d config.Resolved) (converted, bool) {
 	s, ok := c.m.(interface {
-		SetOptions(assemble.Options) assemble.Options
+		SetOptions(config.Resolved) config.Resolved
 	})
 	if !ok {
 		return c, false
@@ -45,12 +45,12 @@ func (c converted) setOptions(d assemble.Options) (converted, bool) {
 
 // optionAttrs are the attrs of a method that writes under d's attr
 // (Options.Attr).
-func optionAttrs(d assemble.Options) []perfdata.EventAttr {
+func optionAttrs(d config.Resolved) []perfdata.EventAttr {
 	return []perfdata.EventAttr{{Attr: d.Attr(), Name: attrName}}
 }
 
 // newBPF is the BPF method without the live side-band.
-func newBPF(d assemble.Options) (dumper, error) {
+func newBPF(d config.Resolved) (dumper, error) {
 	b, err := bpfmethod.New(d)
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func newBPF(d assemble.Options) (dumper, error) {
 
 // newProcmaps is the method that parses /proc/PID/maps, with threads
 // workers.
-func newProcmaps(d assemble.Options, threads int) (dumper, error) {
+func newProcmaps(d config.Resolved, threads int) (dumper, error) {
 	m, err := procmethod.NewProcmaps(d, threads)
 	if err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func newProcmaps(d assemble.Options, threads int) (dumper, error) {
 
 // newProcquery is the method that asks the kernel for each process's
 // mappings with the PROCMAP_QUERY ioctl, with threads workers.
-func newProcquery(d assemble.Options, threads int) (dumper, error) {
+func newProcquery(d config.Resolved, threads int) (dumper, error) {
 	m, err := procmethod.NewProcquery(d, threads)
 	if err != nil {
 		return nil, err

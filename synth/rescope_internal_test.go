@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -20,7 +21,7 @@ func TestRescope(t *testing.T) {
 	for _, name := range []string{MethodBPF, MethodProcmaps, MethodProcquery} {
 		t.Run(name, func(t *testing.T) {
 			o := Options{NoBuildID: true, NoLive: true}
-			d, err := o.open()
+			d, err := resolve(&o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -33,8 +34,7 @@ func TestRescope(t *testing.T) {
 			}
 			defer m.Close()
 			for _, data := range []bool{true, false} {
-				d := (&Options{NoBuildID: true, NoLive: true, Data: data}).internal()
-				d.Pids = []int{self}
+				d := config.Resolved{Options: Options{NoBuildID: true, NoLive: true, Data: data}, Pids: []int{self}}
 				if err := m.rescope(d); err != nil {
 					t.Fatal(err)
 				}

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
@@ -275,7 +275,7 @@ type Session struct {
 // streaming. Missing privileges give a *PermissionError; a target that
 // names no task or matches no process, as OpenMethod says.
 func NewSession(opts SessionOptions) (*Session, error) {
-	d, err := opts.open()
+	d, err := resolve(&opts.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -283,8 +283,8 @@ func NewSession(opts SessionOptions) (*Session, error) {
 }
 
 // newSession is NewSession with the options resolved: d.
-func newSession(opts SessionOptions, d assemble.Options) (*Session, error) {
-	rc := bpfmethod.RingConfig{Pages: opts.RingPages, Sideband: true, Records: opts.recordFlags(), BuildID: !opts.NoBuildID,
+func newSession(opts SessionOptions, d config.Resolved) (*Session, error) {
+	rc := bpfmethod.RingConfig{Pages: opts.RingPages, Sideband: true, Records: d.RecordFlags(), BuildID: !opts.NoBuildID,
 		SampleType: bpfmethod.SidebandSampleType}
 	live, closeLive, err := newLiveScope(opts.Target, d.Pids)
 	if err != nil {
@@ -338,7 +338,7 @@ var errUnmapsOff = errors.New("unmaps not asked for (SessionOptions.Unmaps)")
 // between dumps holds what was unmapped since until the next.
 func (s *Session) UnmapsErr() error { return s.unmapsErr }
 
-func (s *Session) init(rc bpfmethod.RingConfig, d assemble.Options) error {
+func (s *Session) init(rc bpfmethod.RingConfig, d config.Resolved) error {
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("eventfd: %w", err)
@@ -353,9 +353,9 @@ func (s *Session) init(rc bpfmethod.RingConfig, d assemble.Options) error {
 			s.tracked[uint32(pid)] = struct{}{}
 		}
 	}
-	if len(d.Tids) > 0 {
+	if len(d.Target.Tids) > 0 {
 		s.tids = make(map[uint32]struct{})
-		for _, tid := range d.Tids {
+		for _, tid := range d.Target.Tids {
 			s.tids[uint32(tid)] = struct{}{}
 		}
 	}

@@ -15,7 +15,7 @@ import (
 // output reads: per process, FORK/NAMESPACES/COMM per thread then MMAP2,
 // pids ascending, as perf synthesizes them.
 type Assembler struct {
-	opts       Options
+	opts       config.Resolved
 	sampleType uint64
 	emit       func([]byte) error
 	// Held, if set, takes the records a method keeps with their
@@ -37,7 +37,7 @@ type Assembler struct {
 	next   int                 // first group in order not yet written
 	done   map[uint32]struct{} // tgids whose thread records were written
 	noGate map[uint32]struct{} // tgids of 32-bit processes: no [vsyscall]
-	tids   map[uint32]struct{} // Options.Tids; nil: every thread
+	tids   map[uint32]struct{} // Target.Tids; nil: every thread
 	cur    uint32              // process whose mappings are being written
 	inProc bool
 
@@ -47,11 +47,11 @@ type Assembler struct {
 
 type span struct{ off, n int }
 
-func New(opts Options, emit func([]byte) error, gate *Gate) *Assembler {
+func New(opts config.Resolved, emit func([]byte) error, gate *Gate) *Assembler {
 	var tids map[uint32]struct{}
-	if len(opts.Tids) > 0 {
-		tids = make(map[uint32]struct{}, len(opts.Tids))
-		for _, t := range opts.Tids {
+	if len(opts.Target.Tids) > 0 {
+		tids = make(map[uint32]struct{}, len(opts.Target.Tids))
+		for _, t := range opts.Target.Tids {
 			tids[uint32(t)] = struct{}{}
 		}
 	}
@@ -272,4 +272,9 @@ func (d *Assembler) AppendTrailer(b, rec []byte) []byte {
 	b = perfdata.AppendSampleID(b, d.sampleType, d.sampleID(perfdata.RecordView(rec).Pid(), perfdata.RecordView(rec).Tid()))
 	perfdata.RecordView(b[off:]).SetSize(len(b) - off)
 	return b
+}
+
+// Time appends to steps the step name, begun at start.
+func Time(steps []config.Step, name string, start time.Time) []config.Step {
+	return append(steps, config.Step{Name: name, Took: time.Since(start)})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -78,8 +79,8 @@ func TestEntryTrampolines(t *testing.T) {
 		t.Errorf("trampolines %+v %v\nwant %+v", k.Trampolines, err, want)
 	}
 	var recs []perfdata.Mmap
-	d := New(Options{}, func(rec []byte) error {
-		m, _, err := perfdata.ParseMmap(rec, DefaultSampleType)
+	d := New(config.Resolved{}, func(rec []byte) error {
+		m, _, err := perfdata.ParseMmap(rec, config.DefaultSampleType)
 		recs = append(recs, m)
 		return err
 	}, nil)

@@ -44,9 +44,9 @@ const (
 // BPF synthesizes records with BPF iterators. It holds the loaded programs
 // and the per-CPU rings, and can run any number of dumps, one at a time.
 type BPF struct {
-	opts assemble.Options
+	opts config.Resolved
 	objs *objects
-	walk string // assemble.WalkMaple or assemble.WalkIter: what this kernel and opts allow
+	walk string // config.WalkMaple or config.WalkIter: what this kernel and opts allow
 	// walkWhy says why the walk is not the maple walk, when opts did not ask.
 	walkWhy error
 	// The iterator programs a dump runs: dumpTasks for the maple walk,
@@ -100,13 +100,13 @@ type BPF struct {
 // New checks privileges, loads the iterator programs and opens the
 // rings of a dump without the live side-band. Missing privileges give a
 // *PermissionError.
-func New(opts assemble.Options) (*BPF, error) {
+func New(opts config.Resolved) (*BPF, error) {
 	return NewWithRings(opts, RingConfig{Pages: opts.RingPages})
 }
 
 // NewWithRings is New with the rings rc describes: a Session's, with the
 // live side-band and a sampling event.
-func NewWithRings(opts assemble.Options, rc RingConfig) (*BPF, error) {
+func NewWithRings(opts config.Resolved, rc RingConfig) (*BPF, error) {
 	if err := checkCaps(); err != nil {
 		return nil, err
 	}
@@ -171,9 +171,9 @@ func NewWithRings(opts assemble.Options, rc RingConfig) (*BPF, error) {
 
 // SetOptions changes what the next dumps read and write: the
 // processes, and every option but those the method took when it loaded
-// (see assemble.Options.WithLoaded). It returns the options the dumps
+// (see config.Resolved.WithLoaded). It returns the options the dumps
 // now use. Not while a dump runs.
-func (b *BPF) SetOptions(o assemble.Options) assemble.Options {
+func (b *BPF) SetOptions(o config.Resolved) config.Resolved {
 	b.opts = o.WithLoaded(b.opts)
 	return b.opts
 }
@@ -190,14 +190,14 @@ func (b *BPF) loadPrograms() error {
 		_, err = probe.Run(&ebpf.RunOptions{})
 	}
 	b.probed = err == nil
-	b.walk = assemble.WalkIter
-	if b.opts.Walk != assemble.WalkIter {
+	b.walk = config.WalkIter
+	if b.opts.Walk != config.WalkIter {
 		b.walkWhy = b.loadMaple(err)
 		switch {
 		case b.walkWhy == nil:
-			b.walk = assemble.WalkMaple
+			b.walk = config.WalkMaple
 			return nil
-		case b.opts.Walk == assemble.WalkMaple:
+		case b.opts.Walk == config.WalkMaple:
 			return fmt.Errorf("maple walk: %w", b.walkWhy)
 		}
 	}
@@ -249,7 +249,7 @@ var errNoProof = errors.New("this kernel cannot prove a lockless walk: it needs 
 	"as a seqcount_t (Linux 6.14, or a stable kernel with that change), the maple tree's 6.x layout, " +
 	"and the kfuncs bpf_rdonly_cast and bpf_iter_task_vma_* (6.7)")
 
-// Walk returns the walk the dumps use (assemble.WalkMaple or assemble.WalkIter)
+// Walk returns the walk the dumps use (config.WalkMaple or config.WalkIter)
 // and, when the options left the choice to the kernel and it is not the
 // maple walk, why.
 func (b *BPF) Walk() (string, error) { return b.walk, b.walkWhy }
@@ -491,7 +491,7 @@ func (b *BPF) configure() error {
 		return fmt.Errorf("set chunk limit: %w", err)
 	}
 	b.readBuf = b.iterBuf
-	if b.walk == assemble.WalkMaple {
+	if b.walk == config.WalkMaple {
 		b.readBuf = b.walkBuf
 	}
 	return b.objs.LastTid.Set(uint32(0))

@@ -12,6 +12,7 @@ import (
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/elfnote"
 	"github.com/synth-dev/synth/internal/hostarch"
 	"github.com/synth-dev/synth/internal/testenv"
@@ -43,7 +44,7 @@ func TestResolvePendingOthers(t *testing.T) {
 	here := buildid.Mapping{Pid: os.Getpid(), Start: uint64(uintptr(unsafe.Pointer(&m[0])))}
 	here.End = here.Start + uint64(os.Getpagesize())
 
-	b, err := New(assemble.Options{NoKernel: true})
+	b, err := New(config.Resolved{Options: config.Options{NoKernel: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

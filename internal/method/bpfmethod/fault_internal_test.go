@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/internal/testenv"
@@ -40,16 +39,16 @@ func TestWalkFaults(t *testing.T) {
 		pages   int
 		resumed bool // the walk took chunks before the fault
 	}{
-		{"resume-lost", faultLoseResume, assemble.MinRingPages, true},
-		{"sequence-moved", faultResumeSeq, assemble.MinRingPages, true},
-		{"mm-replaced", faultResumeMM, assemble.MinRingPages, true},
-		{"pid-reused", faultResumePid, assemble.MinRingPages, true},
-		{"walk-record-lost", faultDropWalk, assemble.MinRingPages, true},
+		{"resume-lost", faultLoseResume, config.MinRingPages, true},
+		{"sequence-moved", faultResumeSeq, config.MinRingPages, true},
+		{"mm-replaced", faultResumeMM, config.MinRingPages, true},
+		{"pid-reused", faultResumePid, config.MinRingPages, true},
+		{"walk-record-lost", faultDropWalk, config.MinRingPages, true},
 		{"invalid", faultWalkInvalid, 0, false},
-		{"invalid-in-chunks", faultWalkInvalid, assemble.MinRingPages, true},
+		{"invalid-in-chunks", faultWalkInvalid, config.MinRingPages, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := New(assemble.Options{Pids: []int{p.Pid}, Data: true, RingPages: tc.pages})
+			b, err := New(config.Resolved{Options: config.Options{Data: true, RingPages: tc.pages}, Pids: []int{p.Pid}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +70,7 @@ func TestWalkFaults(t *testing.T) {
 func TestFallbackLoadsLate(t *testing.T) {
 	needMaple(t)
 	p := testproc.StartT(t, faulty)
-	opts := assemble.Options{Pids: []int{p.Pid}, Data: true, NoKernel: true}
+	opts := config.Resolved{Options: config.Options{Data: true, NoKernel: true}, Pids: []int{p.Pid}}
 	defer RefuseProgram("dump_vma")()
 	t.Run("held", func(t *testing.T) {
 		b, err := New(opts)
@@ -80,7 +79,7 @@ func TestFallbackLoadsLate(t *testing.T) {
 		}
 		defer b.Close()
 		d := dumpProc(t, b)
-		if d.stats.Walk != assemble.WalkMaple || d.stats.WalksInvalid != 0 {
+		if d.stats.Walk != config.WalkMaple || d.stats.WalksInvalid != 0 {
 			t.Errorf("walk %q, %d walks failed; want maple, 0", d.stats.Walk, d.stats.WalksInvalid)
 		}
 		d.check(t, p)
@@ -110,7 +109,7 @@ func TestDumpDropsStaleGeneration(t *testing.T) {
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
 	pid := cmd.Process.Pid
-	b, err := New(assemble.Options{Pids: []int{pid}, NoKernel: true})
+	b, err := New(config.Resolved{Options: config.Options{NoKernel: true}, Pids: []int{pid}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +134,7 @@ func TestDumpDropsStaleGeneration(t *testing.T) {
 func needMaple(t *testing.T) {
 	t.Helper()
 	testenv.Root(t)
-	b, err := New(assemble.Options{NoKernel: true, NoBuildID: true})
+	b, err := New(config.Resolved{Options: config.Options{NoKernel: true, NoBuildID: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +143,7 @@ func needMaple(t *testing.T) {
 	if unsafe := (*UnsafeIterError)(nil); errors.As(why, &unsafe) {
 		t.Skipf("no maple walk on this kernel, rightly: %v", why)
 	}
-	testenv.Kernel(t, walk == assemble.WalkMaple, "6.14", fmt.Sprint(why))
+	testenv.Kernel(t, walk == config.WalkMaple, "6.14", fmt.Sprint(why))
 }
 
 // procDump is one dump's records of a test process, decoded.
@@ -176,7 +175,7 @@ func (d *procDump) add(rec []byte) error {
 	d.types = append(d.types, typ)
 	switch typ {
 	case perfdata.RecordMmap2:
-		m, _, err := perfdata.ParseMmap2(rec, assemble.DefaultSampleType)
+		m, _, err := perfdata.ParseMmap2(rec, config.DefaultSampleType)
 		if err != nil {
 			return err
 		}
@@ -188,7 +187,7 @@ func (d *procDump) add(rec []byte) error {
 			Shared: m.Flags&1 != 0, Path: path})
 		d.ids[m.Addr] = m.BuildID
 	case perfdata.RecordComm:
-		c, _, err := perfdata.ParseComm(rec, assemble.DefaultSampleType)
+		c, _, err := perfdata.ParseComm(rec, config.DefaultSampleType)
 		if err != nil {
 			return err
 		}

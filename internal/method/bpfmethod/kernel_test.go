@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -16,7 +17,7 @@ import (
 // BPF lookup of the text bounds agrees with /proc/kallsyms.
 func TestKernelMapRecord(t *testing.T) {
 	testenv.Root(t)
-	b, err := New(assemble.Options{})
+	b, err := New(config.Resolved{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,14 +30,14 @@ func TestKernelMapRecord(t *testing.T) {
 		t.Errorf("BPF kernel text %+v, kallsyms says %+v", b.text, want)
 	}
 	var recs [][]byte
-	d := assemble.New(assemble.Options{}, func(rec []byte) error { recs = append(recs, bytes.Clone(rec)); return nil }, nil)
+	d := assemble.New(config.Resolved{}, func(rec []byte) error { recs = append(recs, bytes.Clone(rec)); return nil }, nil)
 	if err := d.KernelMaps(b.text); err != nil {
 		t.Fatal(err)
 	}
 	if len(recs) == 0 {
 		t.Fatal("no kernel map")
 	}
-	m, sid, err := perfdata.ParseMmap(recs[0], assemble.DefaultSampleType)
+	m, sid, err := perfdata.ParseMmap(recs[0], config.DefaultSampleType)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestKernelMapRecord(t *testing.T) {
 
 // One paced read must fit in half a ring whatever the ring size.
 func TestReadBudget(t *testing.T) {
-	for _, pages := range []int{assemble.MinRingPages, assemble.DefaultRingPages, 4096} {
+	for _, pages := range []int{config.MinRingPages, config.DefaultRingPages, 4096} {
 		ring := pages * os.Getpagesize()
 		n := readBudget(ring)
 		if n <= 0 {

@@ -14,6 +14,7 @@ import (
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/bpfiter"
+	"github.com/synth-dev/synth/internal/config"
 )
 
 // The kernel's task_vma iterator (dump_vma) takes each process's
@@ -168,7 +169,7 @@ func (b *BPF) giveUp() error {
 	}
 	// The read's buffer is the stuck goroutine's now.
 	b.readBuf = make([]byte, len(b.readBuf))
-	if b.walk == assemble.WalkMaple { // as configure chose it
+	if b.walk == config.WalkMaple { // as configure chose it
 		b.walkBuf = b.readBuf
 	} else {
 		b.iterBuf = b.readBuf

@@ -9,7 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/testenv"
 )
 
@@ -17,7 +17,7 @@ import (
 // time, and no more than the dump took. With them off, none.
 func TestProgramTime(t *testing.T) {
 	testenv.Root(t)
-	b, err := New(assemble.Options{NoKernel: true})
+	b, err := New(config.Resolved{Options: config.Options{NoKernel: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

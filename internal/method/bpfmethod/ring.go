@@ -10,7 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/perfring"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -28,12 +28,12 @@ const SidebandSampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perf
 
 // RingConfig says which rings to open and what they receive.
 type RingConfig struct {
-	Pages int // data pages per CPU; 0: assemble.DefaultRingPages
+	Pages int // data pages per CPU; 0: config.DefaultRingPages
 	// Sideband opens a second ring per CPU for the kernel's live
 	// MMAP2, COMM and FORK/EXIT records.
 	Sideband bool
 	// Records are the attr bits of the optional records the side-band
-	// reports, as the dump synthesizes them (assemble.Options.RecordFlags):
+	// reports, as the dump synthesizes them (config.Resolved.RecordFlags):
 	// non-executable mappings, NAMESPACES, CGROUP.
 	Records uint64
 	BuildID bool // live MMAP2 records in build-ID form
@@ -124,10 +124,10 @@ func (r *rings) covers(cpu int) bool { return r.only == nil || r.only[cpu] }
 
 func openRings(c RingConfig, arr *ebpf.Map) (*rings, error) {
 	if c.Pages == 0 {
-		c.Pages = assemble.DefaultRingPages
+		c.Pages = config.DefaultRingPages
 	}
-	if c.Pages < assemble.MinRingPages || c.Pages&(c.Pages-1) != 0 {
-		return nil, fmt.Errorf("ring size %d pages: want a power of two >= %d", c.Pages, assemble.MinRingPages)
+	if c.Pages < config.MinRingPages || c.Pages&(c.Pages-1) != 0 {
+		return nil, fmt.Errorf("ring size %d pages: want a power of two >= %d", c.Pages, config.MinRingPages)
 	}
 	cpus, err := perfring.OnlineCPUs()
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
-	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
 )
@@ -25,7 +25,7 @@ func TestUnmapStaleNote(t *testing.T) {
 	testenv.Root(t)
 	dir := t.TempDir()
 	p := testproc.StartT(t, testproc.Spec{Dir: dir})
-	b, err := New(assemble.Options{Pids: []int{p.Pid}, NoKernel: true})
+	b, err := New(config.Resolved{Options: config.Options{NoKernel: true}, Pids: []int{p.Pid}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -266,7 +267,7 @@ func (h *walkHold) unclosed() {
 }
 
 // addIter takes a record of the task_vma iterator (dump_vma): run over
-// every process with assemble.WalkIter, or over a process whose maple walk did
+// every process with config.WalkIter, or over a process whose maple walk did
 // not hold. It keeps the MMAP2 records; the COMM records repeat what the
 // task pass wrote.
 func (h *walkHold) addIter(rec []byte) error {
@@ -400,7 +401,7 @@ func (b *BPF) readHeld(ctx context.Context, d *assemble.Assembler) error {
 	defer stop()
 	var err error
 	start := time.Now()
-	if b.walk == assemble.WalkIter {
+	if b.walk == config.WalkIter {
 		err = b.readVMAIter(ctx, d, h)
 	} else {
 		err = b.readMaple(ctx, d, h)

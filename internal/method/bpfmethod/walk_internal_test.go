@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
-	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/elfnote/elftest"
 	"github.com/synth-dev/synth/internal/testenv"
 	"github.com/synth-dev/synth/internal/testproc"
@@ -74,7 +74,7 @@ func TestExpandNext(t *testing.T) {
 // it, and a chunk's pacing within the iterator's seq_file beside the
 // budget, for every ring size the options allow.
 func TestWalkLimits(t *testing.T) {
-	for pages := assemble.MinRingPages; pages <= 1<<16; pages *= 2 {
+	for pages := config.MinRingPages; pages <= 1<<16; pages *= 2 {
 		ring := pages * os.Getpagesize()
 		chunk, budget := walkLimits(ring)
 		if budget <= 0 || int(chunk) < maxRecordBytes {
@@ -100,7 +100,7 @@ func TestBuildIDFromAnotherMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: path}}})
-	b, err := New(assemble.Options{Pids: []int{p.Pid}})
+	b, err := New(config.Resolved{Pids: []int{p.Pid}})
 	if err != nil {
 		t.Fatal(err)
 	}

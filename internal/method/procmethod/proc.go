@@ -32,14 +32,14 @@ type mapReader interface {
 // Procquery differ only in how they read a process's mappings.
 type Method struct {
 	name    string
-	opts    assemble.Options
+	opts    config.Resolved
 	threads int
-	reader  func(o *assemble.Options) mapReader // a reader for a worker of one dump with o
+	reader  func(o *config.Resolved) mapReader // a reader for a worker of one dump with o
 	kernel  assemble.Kernel
 	ids     *procIDs // build IDs read from the files; nil: none
 }
 
-func newProcMethod(name string, opts assemble.Options, threads int, reader func(*assemble.Options) mapReader) (*Method, error) {
+func newProcMethod(name string, opts config.Resolved, threads int, reader func(*config.Resolved) mapReader) (*Method, error) {
 	if threads <= 0 {
 		threads = 1
 	}
@@ -56,9 +56,9 @@ func newProcMethod(name string, opts assemble.Options, threads int, reader func(
 
 // SetOptions changes what the next dumps read and write: the
 // processes, and every option but those the method took when it opened
-// (see assemble.Options.WithLoaded). It returns the options the dumps
+// (see config.Resolved.WithLoaded). It returns the options the dumps
 // now use. Not while a dump runs.
-func (m *Method) SetOptions(o assemble.Options) assemble.Options {
+func (m *Method) SetOptions(o config.Resolved) config.Resolved {
 	m.opts = o.WithLoaded(m.opts)
 	return m.opts
 }
@@ -75,7 +75,7 @@ type procResult struct {
 	w                    *worker // the worker reading it
 }
 
-// Dump synthesizes the host (or assemble.Options.Pids) and hands each record to
+// Dump synthesizes the host (or config.Resolved.Pids) and hands each record to
 // emit in perf's order: kernel maps, then per process COMM/FORK and MMAP2.
 // A process's records may be emitted from a worker's goroutine, never two
 // calls at once, and all before Dump returns.

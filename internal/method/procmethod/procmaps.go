@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/procfs"
 )
 
@@ -14,8 +14,8 @@ import (
 // those files. Build IDs are read from the files, once per file per
 // dump, as procquery reads them, so that every method writes the same
 // records: the fallback of kernels without PROCMAP_QUERY too.
-func NewProcmaps(opts assemble.Options, threads int) (*Method, error) {
-	m, err := newProcMethod("procmaps", opts, threads, func(o *assemble.Options) mapReader {
+func NewProcmaps(opts config.Resolved, threads int) (*Method, error) {
+	m, err := newProcMethod("procmaps", opts, threads, func(o *config.Resolved) mapReader {
 		return &mapsReader{execOnly: !o.Data}
 	})
 	if err != nil {

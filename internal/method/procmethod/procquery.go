@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/procfs"
 )
 
@@ -48,7 +49,7 @@ const (
 // ioctl of /proc/PID/maps for each VMA, reads the build ID of each file
 // once per dump from the file (see procIDs), and reads task comms from
 // /proc, with a pool of threads workers.
-func NewProcquery(opts assemble.Options, threads int) (*Method, error) {
+func NewProcquery(opts config.Resolved, threads int) (*Method, error) {
 	if err := probeProcquery(); err != nil {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func NewProcquery(opts assemble.Options, threads int) (*Method, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newProcMethod("procquery", opts, threads, func(o *assemble.Options) mapReader {
+	m, err := newProcMethod("procquery", opts, threads, func(o *config.Resolved) mapReader {
 		return newQueryReader(gate, !o.Data)
 	})
 	if err != nil {
