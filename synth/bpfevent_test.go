@@ -157,9 +157,9 @@ func TestBPFEventsMatchPerf(t *testing.T) {
 			t.Fatalf("perf %v wrote %d records of %d functions of %d programs, %d maps of the kernel and modules",
 				flags, len(want), len(addrs), len(ids), maps)
 		}
-		for _, method := range []string{synth.MethodBPF, synth.MethodProcmaps} {
-			t.Run(strings.Join(append([]string{method}, flags...), ""), func(t *testing.T) {
-				out := filepath.Join(dir, method+".data")
+		for _, method := range []synth.MethodName{synth.MethodBPF, synth.MethodProcmaps} {
+			t.Run(strings.Join(append([]string{method.String()}, flags...), ""), func(t *testing.T) {
+				out := filepath.Join(dir, method.String()+".data")
 				writeDump(t, out, method, synth.MethodOptions{Options: synth.Options{NoBPFEvent: noBPFEvent}})
 				got := bpfRecords(t, out, ids, addrs)
 				if !slices.EqualFunc(got, want, bytes.Equal) {

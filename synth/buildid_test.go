@@ -206,8 +206,8 @@ func TestBuildIDCrafted(t *testing.T) {
 			read++
 		}
 	}
-	for _, walk := range []string{synth.WalkIter, synth.WalkMaple} {
-		t.Run(walk, func(t *testing.T) {
+	for _, walk := range []synth.Walk{synth.WalkIter, synth.WalkMaple} {
+		t.Run(walk.String(), func(t *testing.T) {
 			if walk == synth.WalkMaple {
 				needMaple(t)
 			}
@@ -233,7 +233,7 @@ func otherBuildIDFiles(t *testing.T, pid int, dir string) map[string]bool {
 	return files
 }
 
-func checkCrafted(t *testing.T, p *testproc.Proc, dir, walk string, withID int) {
+func checkCrafted(t *testing.T, p *testproc.Proc, dir string, walk synth.Walk, withID int) {
 	b, err := synth.NewBPF(synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Walk: walk})
 	if err != nil {
 		t.Fatal(err)

@@ -101,8 +101,8 @@ func TestBuildIDsReadDuringWalk(t *testing.T) {
 		defer unix.Munmap(m)
 		want[path] = hex.EncodeToString(id)
 	}
-	for _, walk := range []string{synth.WalkMaple, synth.WalkIter} {
-		t.Run(walk, func(t *testing.T) {
+	for _, walk := range []synth.Walk{synth.WalkMaple, synth.WalkIter} {
+		t.Run(walk.String(), func(t *testing.T) {
 			if walk == synth.WalkMaple {
 				needMaple(t)
 			}

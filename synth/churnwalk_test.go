@@ -29,7 +29,7 @@ func TestWalkUnderProcessChurn(t *testing.T) {
 // walkUnderChurn is TestWalkUnderProcessChurn with one walk. The iterator
 // lets go of the mmap lock between reads: a process that exits between
 // two is dropped, not written in part.
-func walkUnderChurn(t *testing.T, walk string) {
+func walkUnderChurn(t *testing.T, walk synth.Walk) {
 	// Enough VMAs for several chunks of the smallest rings, whose size
 	// (and so the chunk's) grows with the page size.
 	const dumps = 1000

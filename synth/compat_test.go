@@ -84,9 +84,13 @@ func TestNoVsyscallFor32Bit(t *testing.T) {
 	// LEGACY_VSYSCALL) shows it for no process.
 	maps64, _ := os.ReadFile("/proc/" + strconv.Itoa(p64) + "/maps")
 	vsyscall := strings.Contains(string(maps64), "[vsyscall]")
-	methods := []struct{ method, walk string }{{synth.MethodBPF, ""}, {synth.MethodBPF, synth.WalkIter}}
+	type method struct {
+		method synth.MethodName
+		walk   synth.Walk
+	}
+	methods := []method{{synth.MethodBPF, ""}, {synth.MethodBPF, synth.WalkIter}}
 	for _, m := range procMethods(t) {
-		methods = append(methods, struct{ method, walk string }{m, ""})
+		methods = append(methods, method{m, ""})
 	}
 	for _, c := range methods {
 		out := filepath.Join(t.TempDir(), "perf.data")

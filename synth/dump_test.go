@@ -273,7 +273,7 @@ func TestAutoMatchesProc(t *testing.T) {
 		t.Run(fmt.Sprintf("data=%v", data), func(t *testing.T) {
 			m, err := synth.OpenMethod(synth.MethodAuto, synth.MethodOptions{
 				Options: synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: data}, Threads: 2,
-				Fallback: func(method string, err error) { t.Logf("auto: not %s: %v", method, err) }})
+				Fallback: func(method synth.MethodName, err error) { t.Logf("auto: not %s: %v", method, err) }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -320,13 +320,13 @@ func TestPageOffsets(t *testing.T) {
 		}
 		checkProc(t, p, d, false)
 	}
-	for _, walk := range []string{synth.WalkAuto, synth.WalkIter} {
-		t.Run("bpf-"+walk, func(t *testing.T) {
+	for _, walk := range []synth.Walk{synth.WalkAuto, synth.WalkIter} {
+		t.Run("bpf-"+walk.String(), func(t *testing.T) {
 			check(t, runDump(t, synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Walk: walk, NoKernel: true}))
 		})
 	}
-	for _, method := range []string{synth.MethodProcmaps, synth.MethodProcquery} {
-		t.Run(method, func(t *testing.T) {
+	for _, method := range []synth.MethodName{synth.MethodProcmaps, synth.MethodProcquery} {
+		t.Run(method.String(), func(t *testing.T) {
 			if method == synth.MethodProcquery {
 				needProcquery(t)
 			}

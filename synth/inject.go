@@ -26,7 +26,7 @@ var ErrClock = errors.New("perf's events do not use CLOCK_MONOTONIC: record with
 // suits.
 type InjectOptions struct {
 	// Method and Threads are as for OpenMethod; "" means MethodAuto.
-	Method  string
+	Method  MethodName
 	Threads int
 	// NoBuildID and BuildIDTimeout are as in Options. What else the
 	// dump holds (the processes, data mappings, namespaces, cgroups, BPF
@@ -40,7 +40,7 @@ type InjectOptions struct {
 	// could not open, and why. The method opens as Inject starts, on a
 	// goroutine of its own, so Fallback is called from it, while perf's
 	// header is read.
-	Fallback func(method string, err error)
+	Fallback func(method MethodName, err error)
 }
 
 // InjectStats describe what Inject wrote.

@@ -29,7 +29,7 @@ func needMaple(t *testing.T) {
 
 // autoWalk returns the walk the BPF method chooses on this kernel, and
 // why it is not the maple walk.
-func autoWalk(t *testing.T) (string, error) {
+func autoWalk(t *testing.T) (synth.Walk, error) {
 	t.Helper()
 	testenv.Root(t)
 	b, err := synth.NewBPF(synth.Options{NoKernel: true, NoBuildID: true})
@@ -111,7 +111,7 @@ func TestKernelFallbacks(t *testing.T) {
 		}
 		var why []error
 		m, err := synth.OpenMethod(synth.MethodAuto, synth.MethodOptions{Options: opts, Threads: 2,
-			Fallback: func(method string, err error) { why = append(why, fmt.Errorf("%s: %w", method, err)) }})
+			Fallback: func(method synth.MethodName, err error) { why = append(why, fmt.Errorf("%s: %w", method, err)) }})
 		if err != nil {
 			t.Fatal(err)
 		}

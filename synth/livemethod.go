@@ -103,4 +103,4 @@ func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Sta
 func (m *liveMethod) Close() error { return m.s.Close() }
 
 // walk is the session's BPF method's walk, for Method.Walk.
-func (m *liveMethod) walk() (string, error) { return m.s.b.Walk() }
+func (m *liveMethod) walk() (Walk, error) { return m.s.b.Walk() }

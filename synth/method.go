@@ -17,7 +17,7 @@ import (
 // processes. OpenMethod opens one; it can run any number of dumps, one
 // at a time.
 type Method struct {
-	name    string
+	name    MethodName
 	partial bool // its target is not the whole host
 	d       dumper
 }
@@ -30,20 +30,28 @@ type dumper interface {
 	Close() error
 }
 
-// Method names for OpenMethod.
+// MethodName names a method, for OpenMethod, Method.Name and
+// Stats.Method.
+type MethodName = config.MethodName
+
+// Method names.
 const (
 	// MethodAuto is MethodBPF where the host allows it, else the faster
 	// of the /proc methods on this CPU, else the other.
-	MethodAuto = "auto"
+	MethodAuto = config.MethodAuto
 	// MethodBPF reads the tasks and their VMAs with BPF iterators, with
 	// the live side-band (a Session) unless Options.NoLive.
-	MethodBPF = "bpf"
+	MethodBPF = config.MethodBPF
 	// MethodProcmaps parses /proc/PID/maps.
-	MethodProcmaps = "procmaps"
+	MethodProcmaps = config.MethodProcmaps
 	// MethodProcquery asks the kernel for each process's mappings with
 	// the PROCMAP_QUERY ioctl (Linux 6.11).
-	MethodProcquery = "procquery"
+	MethodProcquery = config.MethodProcquery
 )
+
+// ParseMethod returns the method named s: auto, bpf, procmaps or
+// procquery; "" is MethodAuto.
+func ParseMethod(s string) (MethodName, error) { return config.ParseMethod(s) }
 
 // MethodOptions configure OpenMethod. The zero value opens the best
 // method the host allows, to dump as the zero Options do.
@@ -55,7 +63,7 @@ type MethodOptions struct {
 	Threads int
 	// Fallback, when set, is told of each method MethodAuto could not
 	// open, and why, before it tries the next.
-	Fallback func(method string, err error)
+	Fallback func(method MethodName, err error)
 }
 
 // OpenMethod opens the method name (MethodAuto if ""). A missing
@@ -66,7 +74,7 @@ type MethodOptions struct {
 // page tables against Meltdown, where each of procquery's many ioctls
 // switches them), then the other; the error of the last says why none
 // opened.
-func OpenMethod(name string, opts MethodOptions) (*Method, error) {
+func OpenMethod(name MethodName, opts MethodOptions) (*Method, error) {
 	d, err := resolve(&opts.Options)
 	if err != nil {
 		return nil, err
@@ -75,12 +83,16 @@ func OpenMethod(name string, opts MethodOptions) (*Method, error) {
 }
 
 // openResolved is OpenMethod with the options resolved: d.
-func openResolved(name string, opts MethodOptions, d config.Resolved) (*Method, error) {
-	if name != MethodAuto && name != "" {
+func openResolved(name MethodName, opts MethodOptions, d config.Resolved) (*Method, error) {
+	name, err := ParseMethod(string(name))
+	if err != nil {
+		return nil, err
+	}
+	if name != MethodAuto {
 		return openMethod(name, opts, d)
 	}
 	var why []error
-	for _, try := range append([]string{MethodBPF}, procOrder(meltdownPath)...) {
+	for _, try := range append([]MethodName{MethodBPF}, procOrder(meltdownPath)...) {
 		m, err := openMethod(try, opts, d)
 		if err == nil {
 			return m, nil
@@ -94,7 +106,7 @@ func openResolved(name string, opts MethodOptions, d config.Resolved) (*Method, 
 }
 
 // openMethod opens one method by name, to dump what d says.
-func openMethod(name string, opts MethodOptions, d config.Resolved) (*Method, error) {
+func openMethod(name MethodName, opts MethodOptions, d config.Resolved) (*Method, error) {
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
@@ -112,8 +124,8 @@ func openMethod(name string, opts MethodOptions, d config.Resolved) (*Method, er
 		m, err = newProcmaps(d, threads)
 	case MethodProcquery:
 		m, err = newProcquery(d, threads)
-	default:
-		return nil, fmt.Errorf("unknown method %q (want auto, bpf, procmaps or procquery)", name)
+	default: // MethodAuto: openResolved tries each in turn
+		return nil, fmt.Errorf("method %s is a choice of methods, not one", name)
 	}
 	if err != nil {
 		return nil, err
@@ -139,7 +151,7 @@ func (m *Method) rescope(d config.Resolved) error {
 
 // Name is the method opened: MethodBPF, MethodProcmaps or
 // MethodProcquery.
-func (m *Method) Name() string { return m.name }
+func (m *Method) Name() MethodName { return m.name }
 
 // Dump hands every record, with its sample_id_all trailer, to emit,
 // in perf's order. rec is only valid during the call. The calls are
@@ -154,8 +166,8 @@ func (m *Method) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, 
 // the method and it chose WalkIter, why (a *ProgramError where the
 // kernel's verifier refused the maple walk); "" for the /proc methods.
 // Stats.Walk and Stats.WalkFallback say the same after each dump.
-func (m *Method) Walk() (string, error) {
-	if w, ok := m.d.(interface{ walk() (string, error) }); ok {
+func (m *Method) Walk() (Walk, error) {
+	if w, ok := m.d.(interface{ walk() (Walk, error) }); ok {
 		return w.walk()
 	}
 	return "", nil
@@ -182,9 +194,9 @@ const meltdownPath = "/sys/devices/system/cpu/vulnerabilities/meltdown"
 // tables, twice, and procmaps wins (216-226 ms against 266-286 ms,
 // build IDs left out of both, on the same kind of VM with PTI).
 // BENCHMARKS.md has both.
-func procOrder(meltdown string) []string {
+func procOrder(meltdown string) []MethodName {
 	if b, err := os.ReadFile(meltdown); err == nil && bytes.Contains(b, []byte("PTI")) {
-		return []string{MethodProcmaps, MethodProcquery}
+		return []MethodName{MethodProcmaps, MethodProcquery}
 	}
-	return []string{MethodProcquery, MethodProcmaps}
+	return []MethodName{MethodProcquery, MethodProcmaps}
 }

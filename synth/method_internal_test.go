@@ -13,7 +13,7 @@ func TestProcOrder(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		meltdown string // the sysfs file's text; "" for no file
-		want     string
+		want     MethodName
 	}{
 		{"Mitigation: PTI\n", MethodProcmaps},
 		{"Not affected\n", MethodProcquery},

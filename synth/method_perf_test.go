@@ -24,6 +24,6 @@ func TestMethodsPerf(t *testing.T) {
 		}
 		sr := perftest.Run(t, perftest.Command(t, "script", "--show-mmap-events", "--show-task-events", "-i", file))
 		perftest.NoWarnings(t, "perf script", sr)
-		perftest.CheckOutput(t, method, sr.Stdout, p, true)
+		perftest.CheckOutput(t, method.String(), sr.Stdout, p, true)
 	}
 }

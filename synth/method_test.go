@@ -24,7 +24,7 @@ import (
 // recordsOf dumps pid with a method and returns its records as text:
 // one line per COMM, FORK and MMAP2, sorted, the inode generation left
 // out (/proc does not show it).
-func recordsOf(t *testing.T, method string, opts synth.Options, threads int) []string {
+func recordsOf(t *testing.T, method synth.MethodName, opts synth.Options, threads int) []string {
 	t.Helper()
 	// Not a test of the bound on a process's read: under emulation, on
 	// a loaded host, a read of a process of 5,000 VMAs took longer than
@@ -78,7 +78,7 @@ func TestMethodsAgree(t *testing.T) {
 	// once, for p, and q gets both from its caches.
 	q := testproc.StartT(t, testproc.Spec{Threads: []string{"other"}, Maps: []testproc.MapSpec{{Path: good}}})
 	type method struct {
-		name    string
+		name    synth.MethodName
 		threads int
 	}
 	methods := []method{{synth.MethodProcmaps, 1}, {synth.MethodProcmaps, 2}}
@@ -174,7 +174,7 @@ func TestProcqueryNamesPerMountNS(t *testing.T) {
 		}
 	}
 	for _, m := range []struct {
-		name    string
+		name    synth.MethodName
 		threads int
 	}{{synth.MethodProcquery, 1}, {synth.MethodProcquery, 2}, {synth.MethodBPF, 0}} {
 		got := recordsOf(t, m.name, opts, m.threads)
@@ -195,7 +195,7 @@ func TestMethodTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := testproc.StartT(t, testproc.Spec{Maps: []testproc.MapSpec{{Path: good}}})
-	methods := []string{synth.MethodBPF, synth.MethodProcmaps}
+	methods := []synth.MethodName{synth.MethodBPF, synth.MethodProcmaps}
 	if haveProcquery(t) {
 		methods = append(methods, synth.MethodProcquery)
 	}
@@ -287,7 +287,7 @@ func goodName(files map[string][]byte) string {
 // iterator; nothing for the /proc methods.
 func TestMethodWalk(t *testing.T) {
 	testenv.Root(t)
-	for _, walk := range []string{synth.WalkAuto, synth.WalkIter} {
+	for _, walk := range []synth.Walk{synth.WalkAuto, synth.WalkIter} {
 		opts := synth.MethodOptions{Options: synth.Options{Target: synth.Target{Pids: []int{os.Getpid()}}, NoKernel: true, Walk: walk}}
 		m, err := synth.OpenMethod(synth.MethodBPF, opts)
 		if err != nil {

@@ -79,7 +79,7 @@ func newProcquery(d config.Resolved, threads int) (dumper, error) {
 }
 
 // walk is the BPF method's walk, for Method.Walk.
-func (c converted) walk() (string, error) {
+func (c converted) walk() (Walk, error) {
 	if b, ok := c.m.(*bpfmethod.BPF); ok {
 		return b.Walk()
 	}

@@ -50,7 +50,11 @@ const (
 	DefaultProcMapTimeout = config.DefaultProcMapTimeout
 )
 
-// Walks: how the BPF method reads each process's VMAs (Options.Walk).
+// Walk is how the BPF method reads each process's VMAs (Options.Walk,
+// Stats.Walk).
+type Walk = config.Walk
+
+// Walks.
 const (
 	// WalkAuto is WalkMaple where the kernel can prove the maple walk,
 	// else WalkIter. The default.
@@ -63,6 +67,10 @@ const (
 	// WalkIter reads every process with the kernel's task_vma iterator.
 	WalkIter = config.WalkIter
 )
+
+// ParseWalk returns the walk named s: auto, maple or iter; "" is
+// WalkAuto.
+func ParseWalk(s string) (Walk, error) { return config.ParseWalk(s) }
 
 // Stats describe one dump.
 type Stats = config.Stats

@@ -83,7 +83,11 @@ func TestTaskRecordsMatchPerf(t *testing.T) {
 	}
 	// bpf-iter: the task_vma iterator's walk, whose dump_task program
 	// writes the task records instead of dump_tasks.
-	for _, m := range []struct{ name, method, walk string }{
+	for _, m := range []struct {
+		name   string
+		method synth.MethodName
+		walk   synth.Walk
+	}{
 		{"bpf", synth.MethodBPF, ""},
 		{"bpf-iter", synth.MethodBPF, synth.WalkIter},
 		{"procmaps", synth.MethodProcmaps, ""},

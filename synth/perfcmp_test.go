@@ -24,7 +24,7 @@ import (
 
 // dumpTo writes one dump of method, opened with opts, to out as
 // perf.data, as synth dump does: an error if the dump lost records.
-func dumpTo(out io.Writer, method string, opts synth.MethodOptions, wopts synth.WriteOptions) (synth.Stats, error) {
+func dumpTo(out io.Writer, method synth.MethodName, opts synth.MethodOptions, wopts synth.WriteOptions) (synth.Stats, error) {
 	m, err := synth.OpenMethod(method, opts)
 	if err != nil {
 		return synth.Stats{}, fmt.Errorf("%s: %w", method, err)
@@ -65,7 +65,7 @@ func writeFile(t *testing.T, path string, write func(io.Writer) error) {
 }
 
 // writeDump writes one dump to a new perf.data file at path.
-func writeDump(t *testing.T, path, method string, opts synth.MethodOptions) synth.Stats {
+func writeDump(t *testing.T, path string, method synth.MethodName, opts synth.MethodOptions) synth.Stats {
 	t.Helper()
 	var st synth.Stats
 	writeFile(t, path, func(w io.Writer) (err error) {
@@ -123,12 +123,12 @@ func loadedModules(t *testing.T) int {
 // procMethods are the /proc methods this kernel has: procquery needs
 // PROCMAP_QUERY (6.11; a 6.11+ kernel without it fails t under
 // SYNTH_REQUIRE).
-func procMethods(t *testing.T) []string {
+func procMethods(t *testing.T) []synth.MethodName {
 	t.Helper()
 	if haveProcquery(t) {
-		return []string{synth.MethodProcmaps, synth.MethodProcquery}
+		return []synth.MethodName{synth.MethodProcmaps, synth.MethodProcquery}
 	}
-	return []string{synth.MethodProcmaps}
+	return []synth.MethodName{synth.MethodProcmaps}
 }
 
 // libWrite is one way the library writes perf.data, named for the

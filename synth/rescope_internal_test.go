@@ -18,8 +18,8 @@ import (
 // header says which.
 func TestRescope(t *testing.T) {
 	self := os.Getpid()
-	for _, name := range []string{MethodBPF, MethodProcmaps, MethodProcquery} {
-		t.Run(name, func(t *testing.T) {
+	for _, name := range []MethodName{MethodBPF, MethodProcmaps, MethodProcquery} {
+		t.Run(name.String(), func(t *testing.T) {
 			o := Options{NoBuildID: true, NoLive: true}
 			d, err := resolve(&o)
 			if err != nil {

@@ -133,9 +133,9 @@ func TestTableDropsZombie(t *testing.T) {
 }
 
 // eachWalk runs test with a Session of each walk.
-func eachWalk(t *testing.T, test func(*testing.T, string)) {
-	for _, walk := range []string{synth.WalkMaple, synth.WalkIter} {
-		t.Run(walk, func(t *testing.T) {
+func eachWalk(t *testing.T, test func(*testing.T, synth.Walk)) {
+	for _, walk := range []synth.Walk{synth.WalkMaple, synth.WalkIter} {
+		t.Run(walk.String(), func(t *testing.T) {
 			if walk == synth.WalkMaple {
 				needMaple(t)
 			} else {
@@ -146,7 +146,7 @@ func eachWalk(t *testing.T, test func(*testing.T, string)) {
 	}
 }
 
-func tableDropsZombie(t *testing.T, walk string) {
+func tableDropsZombie(t *testing.T, walk synth.Walk) {
 	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Walk: walk}, Unmaps: true})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestTableExitsDuringDumps(t *testing.T) {
 	eachWalk(t, tableExitsDuringDumps)
 }
 
-func tableExitsDuringDumps(t *testing.T, walk string) {
+func tableExitsDuringDumps(t *testing.T, walk synth.Walk) {
 	s, err := synth.NewSession(synth.SessionOptions{Options: synth.Options{Walk: walk}, Unmaps: true})
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +293,7 @@ func TestTableDropsDyingProcess(t *testing.T) {
 	eachWalk(t, tableDropsDyingProcess)
 }
 
-func tableDropsDyingProcess(t *testing.T, walk string) {
+func tableDropsDyingProcess(t *testing.T, walk synth.Walk) {
 	blocked, abort := testproc.HungFUSE(t)
 	c := exec.Command("/usr/bin/python3", "-c", stuckReader, blocked)
 	c.Stderr = os.Stderr

@@ -16,7 +16,7 @@ import (
 // dumpArgs is synth dump's command line.
 type dumpArgs struct {
 	commonFlags
-	method  string
+	method  synth.MethodName
 	threads int
 	warmup  int
 	opts    synth.Options // the flags' options, with the target's
@@ -57,9 +57,9 @@ func dumpFlags() (*cmdLine, *dumpArgs) {
 	cl.addCommon(&d.commonFlags, &d.opts, "dump", "write perf.data to `file` (default: stdout; pipe mode unless it is a regular file)", "")
 	fs := cl.fs
 	fs.BoolVar(&d.opts.NoKernel, "no-kernel", false, "leave out the kernel and module maps and the BPF programs' symbols")
-	fs.StringVar(&d.method, "method", "auto", "how to read the mappings: `method` auto, bpf, procmaps or procquery")
+	fs.StringVar((*string)(&d.method), "method", "auto", "how to read the mappings: `method` auto, bpf, procmaps or procquery")
 	fs.IntVar(&d.threads, "threads", 0, "worker `threads` of the /proc methods (default: one per CPU)")
-	fs.StringVar(&d.opts.Walk, "walk", synth.WalkAuto, "bpf method: how to read each process's VMAs: `walk` auto (maple where the kernel can prove it), maple (lockless, validated) or iter (the task_vma iterator)")
+	fs.StringVar((*string)(&d.opts.Walk), "walk", "auto", "bpf method: how to read each process's VMAs: `walk` auto (maple where the kernel can prove it), maple (lockless, validated) or iter (the task_vma iterator)")
 	fs.BoolVar(&d.opts.NoLive, "no-live", false, "bpf method: dump without the live side-band (a mapping made meanwhile may be missed)")
 	fs.IntVar(&d.warmup, "warmup", 0, "dump `n` times first and write nothing of it: a benchmark's warm build-ID cache")
 	cl.addNegations()
@@ -76,10 +76,10 @@ func (d *dumpArgs) check(cl *cmdLine, stdout *os.File) error {
 	if err := d.opts.Check(); err != nil {
 		return err
 	}
-	if !knownMethod(d.method) {
-		return fmt.Errorf("unknown method %q (want auto, bpf, procmaps or procquery)", d.method)
-	}
 	var err error
+	if d.method, err = synth.ParseMethod(string(d.method)); err != nil {
+		return err
+	}
 	if d.opts.Target, err = d.target(); err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (d *dumpArgs) check(cl *cmdLine, stdout *os.File) error {
 func openDumpMethod(d *dumpArgs, stderr io.Writer) (*synth.Method, int, bool) {
 	var why []error
 	m, err := synth.OpenMethod(d.method, synth.MethodOptions{Options: d.opts, Threads: d.threads,
-		Fallback: func(method string, err error) { why = append(why, fmt.Errorf("%s: %w", method, err)) }})
+		Fallback: func(method synth.MethodName, err error) { why = append(why, fmt.Errorf("%s: %w", method, err)) }})
 	if err != nil {
 		code := fail(stderr, err)
 		if d.verbose > 0 {
@@ -212,9 +212,9 @@ func namePids(pids []int) string {
 // verbose where its time went; then why the walk is not maple, and how
 // long the BPF programs ran.
 func printSummary(stderr io.Writer, st synth.Stats, start time.Time, verbose bool) {
-	name := st.Method
+	name := st.Method.String()
 	if st.Walk != "" {
-		name += " (walk " + st.Walk + ")"
+		name += " (walk " + st.Walk.String() + ")"
 	}
 	fmt.Fprintf(stderr, "synth: method %s: %d processes, %d mappings, %d records, %d lost, %v (%v with loading)\n",
 		name, st.Processes, st.Mappings, st.Records, st.Lost,

@@ -21,8 +21,9 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 	if cl.fs.NArg() > 0 {
 		return cl.usageError(stderr, "unexpected argument %q", cl.fs.Arg(0))
 	}
-	if !knownMethod(*method) {
-		return cl.usageError(stderr, "unknown method %q (want auto, bpf, procmaps or procquery)", *method)
+	var err error
+	if *method, err = synth.ParseMethod(string(*method)); err != nil {
+		return cl.usageError(stderr, "%v", err)
 	}
 	if *out == "" {
 		if err := checkStdout(stdout); err != nil {
@@ -39,7 +40,7 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 		input = f
 	}
 	opts := synth.InjectOptions{Method: *method, Threads: *threads, NoBuildID: *noBuildID, BuildIDTimeout: *bidWait,
-		Fallback: func(method string, err error) {
+		Fallback: func(method synth.MethodName, err error) {
 			fmt.Fprintf(stderr, "synth: using a fallback method because %s: %v\n", method, err)
 		}}
 	if *out == "-" {
@@ -122,7 +123,7 @@ type injectArgs struct {
 	in, out   string
 	noBuildID bool
 	bidWait   time.Duration
-	method    string
+	method    synth.MethodName
 	threads   int
 	// noBuildIDCache and buildIDAll are perf's -N and --buildid-all,
 	// for the build-ID cache written after an injection.
@@ -139,7 +140,7 @@ func injectFlags() (*cmdLine, *injectArgs) {
 	fs.StringVarP(&ia.out, "output", "o", "", "write perf.data to `file` (default: stdout; pipe mode unless it is a regular file)")
 	fs.BoolVarP(&ia.noBuildID, "no-buildid", "B", false, "identify files by maj/min/ino instead of build ID")
 	fs.DurationVar(&ia.bidWait, "buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `duration` for the build IDs of files new to the cache")
-	fs.StringVar(&ia.method, "method", "auto", "how to read the mappings: `method` auto, bpf, procmaps or procquery")
+	fs.StringVar((*string)(&ia.method), "method", "auto", "how to read the mappings: `method` auto, bpf, procmaps or procquery")
 	fs.IntVar(&ia.threads, "threads", 0, "worker `threads` of the /proc methods (default: one per CPU)")
 	fs.BoolVarP(&ia.noBuildIDCache, "no-buildid-cache", "N", false, "do not update the build-ID cache")
 	fs.BoolVar(&ia.buildIDAll, "buildid-all", false, "put every file with a build ID in the build-ID cache")

@@ -24,13 +24,13 @@ func procMethods(t *testing.T) []string {
 	m, err := synth.OpenMethod(synth.MethodProcquery, synth.MethodOptions{Threads: 1})
 	if err == nil {
 		m.Close()
-		return []string{synth.MethodProcmaps, synth.MethodProcquery}
+		return []string{synth.MethodProcmaps.String(), synth.MethodProcquery.String()}
 	}
 	if !errors.Is(err, synth.ErrNoProcquery) {
 		t.Fatal(err)
 	}
 	testenv.Feature(t, false, "6.11", "no PROCMAP_QUERY: procquery is not checked")
-	return []string{synth.MethodProcmaps}
+	return []string{synth.MethodProcmaps.String()}
 }
 
 // A program the kernel refuses is named with the verifier's own verdict

@@ -18,7 +18,7 @@ func TestAutoFallback(t *testing.T) {
 	want := procs[len(procs)-1] // procquery where the kernel has it
 	// but procmaps first where the kernel isolates its page tables
 	if b, err := os.ReadFile("/sys/devices/system/cpu/vulnerabilities/meltdown"); err == nil && strings.Contains(string(b), "PTI") {
-		want = synth.MethodProcmaps
+		want = synth.MethodProcmaps.String()
 	}
 	r := runCmd(t, setpriv(t, "--inh-caps=-bpf,-sys_admin", "--bounding-set=-bpf,-sys_admin"))
 	if r.code != 0 {

@@ -131,7 +131,7 @@ func fileBuildID(t *testing.T, path string) []byte {
 // nsMethods are the dumps each namespace test runs, as synth dump flags.
 func nsMethods(t *testing.T) map[string]string {
 	m := map[string]string{"bpf": "--method bpf", "bpf-iter": "--method bpf --walk iter", "procmaps": "--method procmaps"}
-	if slices.Contains(procMethods(t), synth.MethodProcquery) {
+	if slices.Contains(procMethods(t), synth.MethodProcquery.String()) {
 		m["procquery"] = "--method procquery"
 	}
 	return m
@@ -337,7 +337,7 @@ func TestUserNamespace(t *testing.T) {
 		"whose capabilities hold only inside it: BPF and system-wide perf events need CAP_BPF and CAP_PERFMON in the initial user namespace" {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	if sum := parseSummary(t, rest); sum.method == synth.MethodBPF {
+	if sum := parseSummary(t, rest); sum.method == synth.MethodBPF.String() {
 		t.Errorf("auto chose bpf in a user namespace")
 	}
 }

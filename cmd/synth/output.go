@@ -12,15 +12,6 @@ import (
 	"github.com/synth-dev/synth/synth"
 )
 
-// knownMethod reports whether name is a method --method takes.
-func knownMethod(name string) bool {
-	switch name {
-	case synth.MethodAuto, synth.MethodBPF, synth.MethodProcmaps, synth.MethodProcquery:
-		return true
-	}
-	return false
-}
-
 // checkStdout says why perf.data must not go to stdout: a terminal,
 // which binary output would garble, or a regular file opened for
 // appending (>>), where a second perf.data after the first is no

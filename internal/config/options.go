@@ -51,7 +51,7 @@ type Options struct {
 	NoLive bool
 	// Walk is how the BPF method reads each process's VMAs: WalkAuto
 	// (the default, also for ""), WalkMaple or WalkIter.
-	Walk string
+	Walk Walk
 	// RingPages is the data size of each per-CPU ring, in pages: a power
 	// of two, at least MinRingPages; 0 means DefaultRingPages.
 	RingPages int
@@ -88,10 +88,8 @@ func (o *Options) Check() error {
 	if err := o.Target.Check(); err != nil {
 		return err
 	}
-	switch o.Walk {
-	case "", WalkAuto, WalkMaple, WalkIter:
-	default:
-		return fmt.Errorf("unknown walk %q (want %s, %s or %s)", o.Walk, WalkAuto, WalkMaple, WalkIter)
+	if _, err := ParseWalk(string(o.Walk)); err != nil {
+		return err
 	}
 	if p := o.RingPages; p != 0 && (p < MinRingPages || p&(p-1) != 0) {
 		return fmt.Errorf("ring size %d pages: want a power of two >= %d", p, MinRingPages)

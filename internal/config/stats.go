@@ -8,12 +8,12 @@ import (
 
 // Stats describe one dump.
 type Stats struct {
-	Method string // "bpf", ...
-	// Walk is how the BPF method read the VMAs: "maple" or "iter"; ""
-	// for the /proc methods.
-	Walk string
-	// WalkFallback says why Walk is "iter" when "auto" was asked: a
-	// *synth.ProgramError where the kernel refused the maple walk's
+	Method MethodName // MethodBPF, MethodProcmaps or MethodProcquery
+	// Walk is how the BPF method read the VMAs: WalkMaple or WalkIter;
+	// "" for the /proc methods.
+	Walk Walk
+	// WalkFallback says why Walk is WalkIter when WalkAuto was asked:
+	// a *synth.ProgramError where the kernel refused the maple walk's
 	// program.
 	WalkFallback error
 	Processes    int // processes with at least one record

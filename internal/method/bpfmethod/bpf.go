@@ -46,7 +46,7 @@ const (
 type BPF struct {
 	opts config.Resolved
 	objs *objects
-	walk string // config.WalkMaple or config.WalkIter: what this kernel and opts allow
+	walk config.Walk // config.WalkMaple or config.WalkIter: what this kernel and opts allow
 	// walkWhy says why the walk is not the maple walk, when opts did not ask.
 	walkWhy error
 	// The iterator programs a dump runs: dumpTasks for the maple walk,
@@ -252,7 +252,7 @@ var errNoProof = errors.New("this kernel cannot prove a lockless walk: it needs 
 // Walk returns the walk the dumps use (config.WalkMaple or config.WalkIter)
 // and, when the options left the choice to the kernel and it is not the
 // maple walk, why.
-func (b *BPF) Walk() (string, error) { return b.walk, b.walkWhy }
+func (b *BPF) Walk() (config.Walk, error) { return b.walk, b.walkWhy }
 
 // kernelText returns the kernel text map from _text and _etext as the
 // probe program found them (bpf_kallsyms_lookup_name), or from
@@ -341,7 +341,7 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ru
 	d := assemble.New(b.opts, emit, b.gate)
 	d.Held = held
 	d.Ident = b.ident
-	d.Stats.Method = "bpf"
+	d.Stats.Method = config.MethodBPF
 	d.Stats.Walk = b.walk
 	if b.walkWhy != nil {
 		d.Stats.WalkFallback = b.walkWhy

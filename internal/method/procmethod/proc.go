@@ -31,7 +31,7 @@ type mapReader interface {
 // pool of workers, and writes them in perf's order. Procmaps and
 // Procquery differ only in how they read a process's mappings.
 type Method struct {
-	name    string
+	name    config.MethodName
 	opts    config.Resolved
 	threads int
 	reader  func(o *config.Resolved) mapReader // a reader for a worker of one dump with o
@@ -39,7 +39,7 @@ type Method struct {
 	ids     *procIDs // build IDs read from the files; nil: none
 }
 
-func newProcMethod(name string, opts config.Resolved, threads int, reader func(*config.Resolved) mapReader) (*Method, error) {
+func newProcMethod(name config.MethodName, opts config.Resolved, threads int, reader func(*config.Resolved) mapReader) (*Method, error) {
 	if threads <= 0 {
 		threads = 1
 	}

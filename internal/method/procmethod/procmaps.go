@@ -15,7 +15,7 @@ import (
 // dump, as procquery reads them, so that every method writes the same
 // records: the fallback of kernels without PROCMAP_QUERY too.
 func NewProcmaps(opts config.Resolved, threads int) (*Method, error) {
-	m, err := newProcMethod("procmaps", opts, threads, func(o *config.Resolved) mapReader {
+	m, err := newProcMethod(config.MethodProcmaps, opts, threads, func(o *config.Resolved) mapReader {
 		return &mapsReader{execOnly: !o.Data}
 	})
 	if err != nil {

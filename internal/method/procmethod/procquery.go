@@ -57,7 +57,7 @@ func NewProcquery(opts config.Resolved, threads int) (*Method, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newProcMethod("procquery", opts, threads, func(o *config.Resolved) mapReader {
+	m, err := newProcMethod(config.MethodProcquery, opts, threads, func(o *config.Resolved) mapReader {
 		return newQueryReader(gate, !o.Data)
 	})
 	if err != nil {

@@ -27,7 +27,7 @@ func (c *Config) floors() []method {
 func Unavailable(stderr io.Writer) []string {
 	var skip []string
 	if m, err := synth.OpenMethod(synth.MethodProcquery, synth.MethodOptions{Threads: 1}); err != nil {
-		skip = append(skip, synth.MethodProcquery)
+		skip = append(skip, synth.MethodProcquery.String())
 		fmt.Fprintf(stderr, "bench: procquery left out: %v\n", err)
 	} else {
 		m.Close()
