@@ -298,7 +298,7 @@ func (b *BPF) Close() error {
 	}
 	errs = append(errs, b.objs.Close(), b.ids.Close())
 	if b.hold != nil {
-		b.hold.release()
+		b.hold.Close()
 	}
 	return errors.Join(errs...)
 }
