@@ -18,7 +18,6 @@ import (
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/bpfiter"
-	"github.com/synth-dev/synth/internal/buildid"
 	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
@@ -54,10 +53,10 @@ type BPF struct {
 	probed                       bool // the probe program ran
 	rings                        *rings
 	gen                          uint64
-	ids                          *buildid.Reader[synthbpf.SynthSynthFileKey] // reads the build IDs of files new to the cache
-	gate                         *assemble.Gate                              // the [vsyscall] area /proc shows for every process
-	text                         assemble.Kernel                             // the kernel text map; zero without kernel addresses
-	lost                         uint64                                      // synth_lost already accounted for
+	ids                          *buildIDs
+	gate                         *assemble.Gate  // the [vsyscall] area /proc shows for every process
+	text                         assemble.Kernel // the kernel text map; zero without kernel addresses
+	lost                         uint64          // synth_lost already accounted for
 	// dd drops stale and duplicate synthesized records; the live
 	// records of the side-band rings feed it while dumping.
 	dd      *dedupe.Deduper
@@ -88,9 +87,6 @@ type BPF struct {
 	unmapLinks []link.Link
 	fault      faultAt    // tests: see injectFault
 	stuck      stuckReads // dump_vma reads given up on (see lockwait.go)
-	// early are the files whose build-ID read began during this dump's
-	// walk (startPending).
-	early map[synthbpf.SynthSynthFileKey]struct{}
 	// prev is the last whole MMAP2 record delivered, and next the one a
 	// short record of the maple walk expands into (see expandNext).
 	prev, next []byte
@@ -112,12 +108,13 @@ func NewWithRings(opts assemble.Options, rc RingConfig) (*BPF, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	b := &BPF{opts: opts, dd: dedupe.New(0), ids: buildid.NewReader[synthbpf.SynthSynthFileKey](opts.BuildIDWait())}
+	b := &BPF{opts: opts, dd: dedupe.New(0)}
 	objs, err := loadObjects()
 	if err != nil {
 		return nil, err
 	}
 	b.objs = objs
+	b.ids = newBuildIDs(objs, opts.BuildIDWait())
 	// The rings need only the events map: they open while the programs
 	// load.
 	type opened struct {

@@ -65,8 +65,8 @@ func TestResolvePendingOthers(t *testing.T) {
 		}
 		asked := false
 		d := assemble.New(b.opts, func([]byte) error { return nil }, nil)
-		expired, stop := b.ids.Begin()
-		ids, err := b.resolvePending(d, func(fileIdent) []buildid.Mapping {
+		expired, stop := b.ids.begin()
+		ids, err := b.ids.resolvePending(d, func(fileIdent) []buildid.Mapping {
 			asked = true
 			return tc.others
 		}, expired)

@@ -47,15 +47,11 @@ func (b *BPF) readHeld(ctx context.Context, d *assemble.Assembler) error {
 	h := b.hold
 	h.reset(d)
 	h.fault = b.fault
-	h.pending = b.startPending
-	if b.early == nil {
-		b.early = make(map[synthbpf.SynthSynthFileKey]struct{})
-	}
-	clear(b.early)
+	h.pending = b.ids.startPending
 	d.Trailed = true
 	// The build IDs' deadline runs from the walk's start: their reads
 	// begin as the walk notes their files.
-	expired, stop := b.ids.Begin()
+	expired, stop := b.ids.begin()
 	defer stop()
 	var err error
 	start := time.Now()
@@ -71,12 +67,12 @@ func (b *BPF) readHeld(ctx context.Context, d *assemble.Assembler) error {
 	start = time.Now()
 	defer func() { d.Stats.Steps = assemble.Time(d.Stats.Steps, "build IDs", start) }()
 	if !b.opts.NoBuildID {
-		ids, err := b.resolvePending(d, h.mappingsOf, expired)
+		ids, err := b.ids.resolvePending(d, h.mappingsOf, expired)
 		if err != nil {
 			return err
 		}
 		h.setBuildIDs(ids)
-		if err := b.countCache(d); err != nil {
+		if err := b.ids.countCache(d); err != nil {
 			return err
 		}
 	}
