@@ -11,7 +11,6 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
@@ -82,11 +81,10 @@ type BPF struct {
 	// pipeline's (see pipeline).
 	round  round
 	rounds [2]round
-	hold   *walkHold // the maple walk's records, kept between dumps for their memory
-	// unmapLinks attach the unmap programs (WatchUnmaps).
-	unmapLinks []link.Link
-	fault      faultAt    // tests: see injectFault
-	stuck      stuckReads // dump_vma reads given up on (see lockwait.go)
+	hold   *walkHold   // the maple walk's records, kept between dumps for their memory
+	unmaps *unmapLinks // attached by WatchUnmaps
+	fault  faultAt     // tests: see injectFault
+	stuck  stuckReads  // dump_vma reads given up on (see lockwait.go)
 	// prev is the last whole MMAP2 record delivered, and next the one a
 	// short record of the maple walk expands into (see expandNext).
 	prev, next []byte
@@ -288,7 +286,8 @@ func readBudget(ringBytes int) int {
 
 // Close releases the programs and rings. It is safe to call twice.
 func (b *BPF) Close() error {
-	errs := []error{b.closeUnmaps()}
+	errs := []error{b.unmaps.Close()}
+	b.unmaps = nil
 	if b.rings != nil {
 		errs = append(errs, b.rings.Close())
 		b.rings = nil
