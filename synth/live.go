@@ -144,21 +144,22 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 // record of it from before the dump began is superseded too, and the
 // dump's end removed the process from a Table.
 func (s *Session) superseded(rec *Record) bool {
-	if s.readAt == nil {
+	if s.read == nil {
 		return false
 	}
+	readStart, readAt := s.read.Times()
 	switch rec.Type() {
 	case perfdata.RecordMmap, perfdata.RecordMmap2, perfdata.RecordComm, perfdata.RecordFork, perfdata.RecordExit,
 		bpfmethod.RecordUnmap:
 	default:
 		return false
 	}
-	if at, ok := s.readAt[perfdata.RecordView(rec.Raw).Pid()]; ok {
+	if at, ok := readAt[perfdata.RecordView(rec.Raw).Pid()]; ok {
 		// A mapping the dump read, whose synthesized record it dropped
 		// because this one came first: this is the dump's record of it.
-		return rec.Time < at && !s.delegated.Has(rec.Raw, rec.Time)
+		return rec.Time < at && !s.read.Delegated().Has(rec.Raw, rec.Time)
 	}
-	return !s.partial() && rec.Time < s.readStart
+	return !s.partial() && rec.Time < readStart
 }
 
 // partial reports whether the session's dumps read only some processes
@@ -198,9 +199,10 @@ func (s *Session) readDump(recs []Record) (int, error) {
 		s.dumpBuf.reset() // the records handed out are now invalid
 		s.dumpErr = s.run.Write(dumpPart)
 	}
+	g := s.run
 	s.last = Stats{}
-	if s.run != nil {
-		s.last = statsOf(s.run.Stats())
+	if g != nil {
+		s.last = statsOf(g.Stats())
 	}
 	s.run, s.inDump = nil, false
 	s.stats.Duplicates += uint64(s.last.Duplicates)
@@ -212,8 +214,7 @@ func (s *Session) readDump(recs []Record) (int, error) {
 		return 0, fmt.Errorf("dump: %w", s.dumpErr)
 	}
 	s.stats.Dumps++
-	s.readStart, s.readAt = s.b.ReadTimes()
-	s.delegated = s.b.Delegated()
+	s.read = g.Reads()
 	recs[0] = Record{Kind: KindDumpEnd, Gen: gen, Partial: s.partial()}
 	return 1, nil
 }

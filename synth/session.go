@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/assemble"
-	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -247,7 +246,7 @@ type Session struct {
 	// lostMarked: the running dump's PERF_RECORD_LOST was returned
 	// (markLost).
 	lostMarked bool
-	run        *bpfmethod.Run
+	run        *bpfmethod.Generation
 	dumpBuf    recordBuf
 	last       Stats
 	dumpErr    error
@@ -256,11 +255,9 @@ type Session struct {
 	cancel     context.CancelFunc // stops the dump running, for Close
 	live       liveQueue
 	tracked    map[uint32]struct{} // nil: every process
-	// readStart and readAt are the last dump's ReadTimes: when it began,
-	// and when it read each process.
-	readStart uint64
-	readAt    map[uint32]uint64
-	delegated dedupe.Delegated    // the last dump's: see superseded
+	// read is what the last dump that ended well read, and when: which
+	// live records it superseded.
+	read      *bpfmethod.Reads
 	tids      map[uint32]struct{} // the target's threads (Target.Tids); nil: all
 	ready     uint64              // records up to this time may be returned
 	lastPoll  uint64

@@ -91,7 +91,7 @@ func (b *BPF) WatchUnmaps() error {
 	if b.unmaps != nil {
 		return nil
 	}
-	u, err := attachUnmaps(b.objs)
+	u, err := attachUnmaps(b.lo.objs)
 	if err != nil {
 		return fmt.Errorf("watch unmaps: %w", err)
 	}
@@ -173,11 +173,11 @@ func mountTracefs() error {
 // what they missed.
 func (b *BPF) UnmapMisses() (uint64, error) {
 	var n uint64
-	if err := b.objs.UnmapsMissed.Get(&n); err != nil {
+	if err := b.lo.objs.UnmapsMissed.Get(&n); err != nil {
 		return 0, fmt.Errorf("unmaps missed: %w", err)
 	}
 	for _, h := range unmapHooks {
-		prog, err := b.objs.program(h.prog)
+		prog, err := b.lo.objs.program(h.prog)
 		if err != nil {
 			return 0, err
 		}

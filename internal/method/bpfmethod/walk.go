@@ -2,12 +2,16 @@ package bpfmethod
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
-	"unsafe"
+
+	"github.com/cilium/ebpf"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/assemble"
+	"github.com/synth-dev/synth/internal/bpfiter"
+	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -22,43 +26,147 @@ const (
 	synthBatchBytes = int(synthbpf.SynthSynthLimitSYNTH_BATCH)
 )
 
-// walkLimits splits half a ring between the two things one paced read
-// may put into it: the records of the objects before the read's budget
-// ran out (budget pacing bytes' worth), and the last object's, which is
-// at most a chunk plus the batch it found not yet flushed (less than two
-// SYNTH_BATCH). A chunk's pacing bytes must also fit in the iterator's
-// 32 KiB seq_file next to the budget, or the kernel would replay the
-// object, and the program emit it twice.
-func walkLimits(ringBytes int) (chunk uint32, budget int) {
-	half := ringBytes / 2
-	budget = min(half/4/paceUnit, 16<<10)
-	c := half - budget*paceUnit - 2*synthBatchBytes
-	return uint32(min(c, 512<<10)), budget
+// Bits of synth_flags.
+const (
+	cfgData       = uint32(synthbpf.SynthSynthCfgSYNTH_CFG_DATA)
+	cfgBuildID    = uint32(synthbpf.SynthSynthCfgSYNTH_CFG_BUILDID)
+	cfgNamespaces = uint32(synthbpf.SynthSynthCfgSYNTH_CFG_NAMESPACES)
+)
+
+// walker runs the dumps of a method, one at a time: for each, the
+// passes of the maple walk or of the task_vma iterator over the
+// processes (this file), each a paced read of an iterator whose records
+// come out of the rings (pipe.go) into the hold (hold.go), the lock
+// waits of dump_vma (lockwait.go), and the build IDs of the files new
+// to the cache (buildid.go). It keeps the hold from dump to dump, for
+// its memory, and owns it: Close releases it.
+type walker struct {
+	lo    *loaded
+	rings *rings
+	ids   *buildIDs
+	live  *liveSide        // takes the live records of every round
+	opts  assemble.Options // the dump under way's
+	g     *Generation      // the dump under way
+	hold  *walkHold
+	stuck stuckReads // dump_vma reads given up on (see lockwait.go)
+	// readBuf is the bounded buffer iterator reads go through, sized
+	// for the walk (readBudget, walkLimits).
+	readBuf []byte
+	rounds  [2]round // the pipeline's (see pipeline)
+	// prev is the last whole MMAP2 record delivered, and next the one a
+	// short record of the maple walk expands into (see expandNext).
+	prev, next []byte
+	lost       uint64  // synth_lost already accounted for
+	fault      faultAt // tests: see injectFault
+}
+
+func newWalker(lo *loaded, r *rings, ids *buildIDs, live *liveSide) *walker {
+	n := readBudget(r.size)
+	if lo.walk == assemble.WalkMaple {
+		_, n = walkLimits(r.size)
+	}
+	return &walker{lo: lo, rings: r, ids: ids, live: live, hold: newWalkHold(), readBuf: make([]byte, n)}
+}
+
+// Close releases the hold's blocks.
+func (w *walker) Close() error {
+	if w == nil {
+		return nil
+	}
+	return w.hold.Close()
+}
+
+// read reads the host for generation g, with the options opts: the
+// kernel maps, then the processes with the walk.
+func (w *walker) read(ctx context.Context, g *Generation, opts assemble.Options) error {
+	w.g, w.opts = g, opts
+	d := g.d
+	if err := w.configure(); err != nil {
+		return err
+	}
+	start := time.Now()
+	if !w.opts.NoKernel {
+		if err := d.KernelMaps(w.lo.text); err != nil {
+			return err
+		}
+	}
+	if err := d.BPFPrograms(); err != nil {
+		return err
+	}
+	if err := d.Cgroups(); err != nil {
+		return err
+	}
+	d.Stats.Steps = assemble.Time(d.Stats.Steps, "kernel maps", start)
+	objs := w.lo.objs
+	ran := progTime(objs.loaded()...)
+	if err := w.readHeld(ctx, d); err != nil {
+		return err
+	}
+	d.Stats.Steps = append(d.Stats.Steps, objs.takeSteps()...) // programs loaded on the way
+	d.Stats.ProgramTime = progTime(objs.loaded()...) - ran
+	var lost uint64
+	if err := objs.SynthLost.Get(&lost); err != nil {
+		return fmt.Errorf("read lost count: %w", err)
+	}
+	d.Stats.Lost += lost - w.lost
+	w.lost = lost
+	return nil
+}
+
+// configure sets the programs' globals for the dump: its generation and
+// what it reads.
+func (w *walker) configure() error {
+	objs := w.lo.objs
+	var flags uint32
+	if w.opts.Data {
+		flags |= cfgData
+	}
+	if !w.opts.NoBuildID {
+		flags |= cfgBuildID
+	}
+	if w.opts.Namespaces {
+		flags |= cfgNamespaces
+		dev, err := procfs.NSDev()
+		if err != nil {
+			return err
+		}
+		if err := objs.SynthNsDev.Set(dev); err != nil {
+			return fmt.Errorf("set namespace device: %w", err)
+		}
+	}
+	if err := objs.SynthGen.Set(w.g.gen); err != nil {
+		return fmt.Errorf("set generation: %w", err)
+	}
+	if err := objs.SynthFlags.Set(flags); err != nil {
+		return fmt.Errorf("set flags: %w", err)
+	}
+	chunk, _ := walkLimits(w.rings.size)
+	if err := objs.ChunkLimit.Set(chunk); err != nil {
+		return fmt.Errorf("set chunk limit: %w", err)
+	}
+	return objs.LastTid.Set(uint32(0))
 }
 
 // readHeld reads the host's processes with the walk of the options,
 // holding their MMAP2 records, then reads the build IDs of files new to
 // the cache in userspace, from the files, and puts them into the held
-// records. The records are then written by Run.Write.
-func (b *BPF) readHeld(ctx context.Context, d *assemble.Assembler) error {
-	if b.hold == nil {
-		b.hold = newWalkHold()
-	}
-	h := b.hold
+// records. The records are then written by Generation.Write.
+func (w *walker) readHeld(ctx context.Context, d *assemble.Assembler) error {
+	h := w.hold
 	h.reset(d)
-	h.fault = b.fault
-	h.pending = b.ids.startPending
+	h.fault = w.fault
+	h.pending = w.ids.startPending
 	d.Trailed = true
 	// The build IDs' deadline runs from the walk's start: their reads
 	// begin as the walk notes their files.
-	expired, stop := b.ids.begin()
+	expired, stop := w.ids.begin()
 	defer stop()
 	var err error
 	start := time.Now()
-	if b.walk == assemble.WalkIter {
-		err = b.readVMAIter(ctx, d, h)
+	if w.lo.walk == assemble.WalkIter {
+		err = w.readVMAIter(ctx, d, h)
 	} else {
-		err = b.readMaple(ctx, d, h)
+		err = w.readMaple(ctx, d, h)
 	}
 	if err != nil {
 		return err
@@ -66,13 +174,13 @@ func (b *BPF) readHeld(ctx context.Context, d *assemble.Assembler) error {
 	d.Stats.Steps = assemble.Time(d.Stats.Steps, "walk", start)
 	start = time.Now()
 	defer func() { d.Stats.Steps = assemble.Time(d.Stats.Steps, "build IDs", start) }()
-	if !b.opts.NoBuildID {
-		ids, err := b.ids.resolvePending(d, h.mappingsOf, expired)
+	if !w.opts.NoBuildID {
+		ids, err := w.ids.resolvePending(d, h.mappingsOf, expired)
 		if err != nil {
 			return err
 		}
 		h.setBuildIDs(ids)
-		if err := b.ids.countCache(d); err != nil {
+		if err := w.ids.countCache(d); err != nil {
 			return err
 		}
 	}
@@ -83,12 +191,12 @@ func (b *BPF) readHeld(ctx context.Context, d *assemble.Assembler) error {
 // readMaple reads the processes with the maple walk: one pass of
 // dump_tasks over the tasks, more chunks for processes too large for
 // one, and the task_vma iterator for processes whose walk did not hold.
-func (b *BPF) readMaple(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
-	if err := b.pass(ctx, d, b.dumpTasks, b.opts.Pids, h.add); err != nil {
+func (w *walker) readMaple(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
+	if err := w.pass(ctx, d, w.lo.dumpTasks, w.opts.Pids, h.add); err != nil {
 		return err
 	}
-	d.TasksDone(b.opts.Pids)
-	if err := b.resumeWalks(ctx, d, h); err != nil {
+	d.TasksDone(w.opts.Pids)
+	if err := w.resumeWalks(ctx, d, h); err != nil {
 		return err
 	}
 	h.unclosed()
@@ -96,25 +204,25 @@ func (b *BPF) readMaple(ctx context.Context, d *assemble.Assembler, h *walkHold)
 	if len(h.fallback) == 0 {
 		return nil
 	}
-	if err := b.vmaIter(); err != nil {
+	if err := w.lo.vmaIter(); err != nil {
 		return err
 	}
-	if err := b.passEach(ctx, d, b.dumpVMA, h.fallback, h.addIter); err != nil {
+	if err := w.passEach(ctx, d, w.lo.dumpVMA, h.fallback, h.addIter); err != nil {
 		return err
 	}
-	b.forgetReads(h.dropExiting(h.fallback))
+	w.g.forgetReads(h.dropExiting(h.fallback))
 	return nil
 }
 
 // readVMAIter reads the processes with the task_vma iterator: a pass of
 // dump_task for the threads' FORK and COMM records, then one of
 // dump_vma for the MMAP2 records.
-func (b *BPF) readVMAIter(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
-	if err := b.pass(ctx, d, b.dumpTask, b.opts.Pids, d.AddTask); err != nil {
+func (w *walker) readVMAIter(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
+	if err := w.pass(ctx, d, w.lo.dumpTask, w.opts.Pids, d.AddTask); err != nil {
 		return err
 	}
-	live := d.TasksDone(b.opts.Pids)
-	if err := b.vmaPass(ctx, d, h, live); err != nil {
+	live := d.TasksDone(w.opts.Pids)
+	if err := w.vmaPass(ctx, d, h, live); err != nil {
 		return err
 	}
 	h.putCur() // for the list below
@@ -122,75 +230,65 @@ func (b *BPF) readVMAIter(ctx context.Context, d *assemble.Assembler, h *walkHol
 	for pid := range h.procs {
 		pids = append(pids, int(pid))
 	}
-	b.forgetReads(h.dropExiting(pids))
+	w.g.forgetReads(h.dropExiting(pids))
 	return nil
-}
-
-// forgetReads forgets the read times of processes whose records were
-// dropped: the dump did not read them (ReadTimes), so none of their live
-// records is superseded by it.
-func (b *BPF) forgetReads(pids []uint32) {
-	for _, pid := range pids {
-		delete(b.readAt, pid)
-	}
 }
 
 // resumeWalks runs dump_tasks again, in resume mode, over each process
 // whose walk stopped at the chunk limit, until every walk has ended.
-func (b *BPF) resumeWalks(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
+func (w *walker) resumeWalks(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
 	if len(h.resume) == 0 {
 		return nil
 	}
-	if err := b.objs.ResumeMode.Set(uint32(1)); err != nil {
+	objs := w.lo.objs
+	if err := objs.ResumeMode.Set(uint32(1)); err != nil {
 		return fmt.Errorf("set resume mode: %w", err)
 	}
-	defer b.objs.ResumeMode.Set(uint32(0))
+	defer objs.ResumeMode.Set(uint32(0))
 	for len(h.resume) > 0 {
 		pids := h.resume
 		h.resume = nil
-		if err := b.fault.apply(b.objs, pids); err != nil {
+		if err := w.fault.apply(objs, pids); err != nil {
 			return err
 		}
 		clear(h.seen)
-		if err := b.passEach(ctx, d, b.dumpTasks, pids, h.add); err != nil {
+		if err := w.passEach(ctx, d, w.lo.dumpTasks, pids, h.add); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// mmap2Next is struct synth_mmap2_next after its synth_hdr: the short
-// MMAP2 record of the maple walk. Its fields are read by offset from
-// the generated layout, so that the C struct and this reader cannot
-// drift apart.
-type mmap2Next = synthbpf.SynthSynthMmap2Next
-
-var (
-	nextHdr  = unsafe.Offsetof(mmap2Next{}.Header)
-	nextPid  = int(unsafe.Offsetof(mmap2Next{}.Pid) - nextHdr)
-	nextAddr = int(unsafe.Offsetof(mmap2Next{}.Addr) - nextHdr)
-	nextProt = int(unsafe.Offsetof(mmap2Next{}.Prot) - nextHdr)
-	nextSize = int(unsafe.Sizeof(mmap2Next{}) - nextHdr)
-)
-
-// expandNext rebuilds the whole MMAP2 record that a short record stands
-// for, from prev, the MMAP2 record before it in the stream (same process
-// and file), into buf. next is a struct synth_mmap2_next of
-// bpf/synth.h, in the kernel's byte order, as the programs wrote it.
-func expandNext(buf, prev, next []byte) ([]byte, error) {
-	ne := hostOrder
-	if len(next) < nextSize {
-		return nil, fmt.Errorf("short MMAP2 record of %d bytes", len(next))
+// pass runs one iterator program over every task, or over each of pids
+// when the dump is restricted to some processes, feeding its records to
+// add in emission order.
+func (w *walker) pass(ctx context.Context, d *assemble.Assembler, prog *ebpf.Program, pids []int, add func([]byte) error) error {
+	if len(w.opts.Pids) == 0 {
+		return w.runIter(ctx, d, prog, 0, add)
 	}
-	pid := ne.Uint32(next[nextPid:])
-	if len(prev) == 0 || perfdata.Mmap2View(prev).Pid() != pid {
-		return nil, fmt.Errorf("short MMAP2 record of pid %d follows no MMAP2 record of its process", pid)
+	return w.passEach(ctx, d, prog, pids, add)
+}
+
+// passEach runs one iterator program over the threads of each of pids;
+// a process that is gone is skipped.
+func (w *walker) passEach(ctx context.Context, d *assemble.Assembler, prog *ebpf.Program, pids []int, add func([]byte) error) error {
+	for _, pid := range pids {
+		if prog == w.lo.dumpVMA && w.stuck.has(pid) {
+			w.lockedOut(d, pid) // still waiting since an earlier read
+			continue
+		}
+		err := w.runIter(ctx, d, prog, pid, add)
+		if errors.Is(err, bpfiter.ErrNoProcess) {
+			d.Skip(pid)
+			continue
+		}
+		if errors.Is(err, ErrLockWait) {
+			w.lockedOut(d, pid)
+			continue
+		}
+		if err != nil {
+			return err
+		}
 	}
-	buf = append(buf[:0], prev...)
-	m := perfdata.Mmap2View(buf)
-	perfdata.RecordView(buf).SetMisc(perfdata.RecordView(next).Misc())
-	m.SetTask(pid, ne.Uint32(next[nextPid+4:]))
-	m.SetRange(ne.Uint64(next[nextAddr:]), ne.Uint64(next[nextAddr+8:]), ne.Uint64(next[nextAddr+16:]))
-	m.SetProt(ne.Uint32(next[nextProt:]), ne.Uint32(next[nextProt+4:]))
-	return buf, nil
+	return nil
 }
