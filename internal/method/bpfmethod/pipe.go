@@ -50,64 +50,6 @@ func walkLimits(ringBytes int) (chunk uint32, budget int) {
 	return uint32(min(c, 512<<10)), budget
 }
 
-// An iterator is read on two goroutines: while the kernel runs the
-// programs for the next read(2), userspace unwraps, expands, dedupes and
-// holds the records of the one before. The rings are still drained
-// between two reads, on the reading goroutine, so the pacing holds as
-// before; what moves to the second goroutine is everything after the
-// drain. Rounds are handled strictly in the order they were read, and a
-// round's live records before its synthesized ones, so the ordering
-// deliver relies on is unchanged.
-type pipeline struct {
-	work   chan *round // drained rounds, in read order
-	free   chan *round // handled rounds, to drain again
-	done   chan struct{}
-	err    error // the handler's first error, once done is closed
-	failed atomic.Bool
-}
-
-// startPipeline starts the handler of one iterator's rounds: it feeds
-// their records to add, as deliver does.
-func (w *walker) startPipeline(d *assemble.Assembler, add func([]byte) error) *pipeline {
-	p := &pipeline{
-		work: make(chan *round, len(w.rounds)),
-		free: make(chan *round, len(w.rounds)),
-		done: make(chan struct{}),
-	}
-	for i := range w.rounds {
-		p.free <- &w.rounds[i]
-	}
-	go func() {
-		defer close(p.done)
-		for r := range p.work {
-			if p.err == nil {
-				if p.err = w.deliver(d, r, add); p.err != nil {
-					p.failed.Store(true)
-				}
-			}
-			p.free <- r
-		}
-	}()
-	return p
-}
-
-// next returns a round to drain into, or nil once the handler has
-// failed.
-func (p *pipeline) next() *round {
-	if p.failed.Load() {
-		return nil
-	}
-	return <-p.free
-}
-
-// stop waits for the handler to finish the rounds sent and returns its
-// error.
-func (p *pipeline) stop() error {
-	close(p.work)
-	<-p.done
-	return p.err
-}
-
 // runIter reads one iterator instance with bounded reads, draining every
 // ring after each read so that no ring can overflow, and hands what each
 // read wrote to add, in emission order.
@@ -172,6 +114,65 @@ func (w *walker) readIter(ctx context.Context, it io.Reader, prog *ebpf.Program,
 			return reads, fmt.Errorf("read %s iterator: %w", prog, rerr)
 		}
 	}
+}
+
+// pipeline is the second of the two goroutines an iterator is read on:
+// while the kernel runs the programs for the next read(2) (readIter),
+// it unwraps, expands, dedupes and holds the records of the one before
+// (deliver). The rings are still drained
+// between two reads, on the reading goroutine, so the pacing holds as
+// before; what moves to the second goroutine is everything after the
+// drain. Rounds are handled strictly in the order they were read, and a
+// round's live records before its synthesized ones, so the ordering
+// deliver relies on is unchanged.
+type pipeline struct {
+	work   chan *round // drained rounds, in read order
+	free   chan *round // handled rounds, to drain again
+	done   chan struct{}
+	err    error // the handler's first error, once done is closed
+	failed atomic.Bool
+}
+
+// startPipeline starts the handler of one iterator's rounds: it feeds
+// their records to add, as deliver does.
+func (w *walker) startPipeline(d *assemble.Assembler, add func([]byte) error) *pipeline {
+	p := &pipeline{
+		work: make(chan *round, len(w.rounds)),
+		free: make(chan *round, len(w.rounds)),
+		done: make(chan struct{}),
+	}
+	for i := range w.rounds {
+		p.free <- &w.rounds[i]
+	}
+	go func() {
+		defer close(p.done)
+		for r := range p.work {
+			if p.err == nil {
+				if p.err = w.deliver(d, r, add); p.err != nil {
+					p.failed.Store(true)
+				}
+			}
+			p.free <- r
+		}
+	}()
+	return p
+}
+
+// next returns a round to drain into, or nil once the handler has
+// failed.
+func (p *pipeline) next() *round {
+	if p.failed.Load() {
+		return nil
+	}
+	return <-p.free
+}
+
+// stop waits for the handler to finish the rounds sent and returns its
+// error.
+func (p *pipeline) stop() error {
+	close(p.work)
+	<-p.done
+	return p.err
 }
 
 // deliver moves the live records of a drained round to the live side
