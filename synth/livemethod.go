@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/synth-dev/synth/internal/assemble"
@@ -25,6 +26,7 @@ type liveMethod struct {
 	// life: a dump's Stats.Lost.
 	lost    uint64
 	buildID bool
+	closed  bool
 }
 
 // newLive opens the BPF method with the live side-band for opts.
@@ -43,6 +45,9 @@ func (m *liveMethod) Attrs() []perfdata.EventAttr { return m.attrs }
 // Dump hands emit the synthesized records of a new generation, then the
 // live records of that generation that the rings hold when it ends.
 func (m *liveMethod) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
+	if m.closed {
+		return Stats{}, os.ErrClosed
+	}
 	start := time.Now()
 	var emitErr error
 	out := func(rec []byte) error {
@@ -121,7 +126,10 @@ func (m *liveMethod) emitLive(gen uint64, emit func(rec []byte) error) (live, li
 	return live, liveMaps, liveLost, tables, nil
 }
 
-func (m *liveMethod) Close() error { return m.b.Close() }
+func (m *liveMethod) Close() error {
+	m.closed = true
+	return m.b.Close()
+}
 
 // walk is the BPF method's walk, for Method.Walk.
 func (m *liveMethod) walk() (string, error) {
