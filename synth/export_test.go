@@ -43,6 +43,10 @@ func RefuseProgram(name string) (restore func()) { return bpfmethod.RefuseProgra
 // ReadAt returns when the last dump first read process pid, as the
 // Superseded rule compares live records with it.
 func (s *Session) ReadAt(pid uint32) (uint64, bool) {
-	at, ok := s.readAt[pid]
+	if s.read == nil {
+		return 0, false
+	}
+	_, readAt := s.read.Times()
+	at, ok := readAt[pid]
 	return at, ok
 }

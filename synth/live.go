@@ -11,9 +11,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
+
+// readBatch is how many records a reader of a Session takes at a time.
+const readBatch = 256
 
 // pollTick bounds how long Read sleeps between drains of the rings,
 // and so how late a live record is returned.
@@ -115,9 +119,7 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 		if !ok {
 			break
 		}
-		if outsideNamespace(rec) ||
-			s.tracked != nil && !hostRecord(rec.Type()) && !s.track(rec.Raw, lr.pid) ||
-			s.tids != nil && rec.Kind == KindSample && !s.sampleOfTids(lr.tid) {
+		if !s.filter.keep(rec, lr) {
 			s.stats.Filtered++
 			if rec.Kind == KindSample {
 				s.stats.FilteredSamples++
@@ -144,35 +146,36 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 // record of it from before the dump began is superseded too, and the
 // dump's end removed the process from a Table.
 func (s *Session) superseded(rec *Record) bool {
-	if s.readAt == nil {
+	if s.read == nil {
 		return false
 	}
+	readStart, readAt := s.read.Times()
 	switch rec.Type() {
 	case perfdata.RecordMmap, perfdata.RecordMmap2, perfdata.RecordComm, perfdata.RecordFork, perfdata.RecordExit,
 		bpfmethod.RecordUnmap:
 	default:
 		return false
 	}
-	if at, ok := s.readAt[perfdata.RecordView(rec.Raw).Pid()]; ok {
+	if at, ok := readAt[perfdata.RecordView(rec.Raw).Pid()]; ok {
 		// A mapping the dump read, whose synthesized record it dropped
 		// because this one came first: this is the dump's record of it.
-		return rec.Time < at && !s.delegated.Has(rec.Raw, rec.Time)
+		return rec.Time < at && !s.read.Delegated().Has(rec.Raw, rec.Time)
 	}
-	return !s.partial() && rec.Time < s.readStart
+	return !s.partial() && rec.Time < readStart
 }
 
 // partial reports whether the session's dumps read only some processes
 // (Options.Target).
-func (s *Session) partial() bool { return s.tracked != nil || s.tids != nil }
+func (s *Session) partial() bool { return s.filter.partial() }
 
 // readDump fills recs with the next synthesized records of the running
 // dump, or returns its end. A batch stops at the end of a part of the
 // dump: writing the next part invalidates the records of this one.
 func (s *Session) readDump(recs []Record) (int, error) {
-	if !s.dumpRan {
+	if s.run == nil {
 		s.runDump()
 	}
-	gen := s.b.Gen()
+	x := s.run
 	for {
 		n := 0
 		for n < len(recs) {
@@ -180,15 +183,15 @@ func (s *Session) readDump(recs []Record) (int, error) {
 			if !ok {
 				break
 			}
-			recs[n] = Record{Kind: KindSynthesized, Gen: gen, Raw: raw}
+			recs[n] = Record{Kind: KindSynthesized, Gen: x.gen, Raw: raw}
 			n++
 		}
 		if n > 0 {
 			s.stats.Synthesized += uint64(n)
 			return n, nil
 		}
-		if s.run == nil || s.run.Done() {
-			if rec := s.markLost(); rec != nil {
+		if x.done() {
+			if rec := x.lostRecord(); rec != nil {
 				s.dumpBuf.reset()
 				s.dumpBuf.add(rec)
 				continue
@@ -196,46 +199,23 @@ func (s *Session) readDump(recs []Record) (int, error) {
 			break
 		}
 		s.dumpBuf.reset() // the records handed out are now invalid
-		s.dumpErr = s.run.Write(dumpPart)
+		x.write(dumpPart)
 	}
-	s.last = Stats{}
-	if s.run != nil {
-		s.last = s.run.Stats()
-	}
+	st, reads, err := x.end()
+	s.last = st
 	s.run, s.inDump = nil, false
-	s.stats.Duplicates += uint64(s.last.Duplicates)
-	s.stats.Stale += uint64(s.last.Stale)
-	s.stats.Lost += s.last.Lost
+	s.stats.Duplicates += uint64(st.Duplicates)
+	s.stats.Stale += uint64(st.Stale)
+	s.stats.Lost += st.Lost
 	// The dump drained the rings until now.
 	s.lastPoll = bpfmethod.MonotonicNow()
-	if s.dumpErr != nil {
-		return 0, fmt.Errorf("dump: %w", s.dumpErr)
+	if err != nil {
+		return 0, err
 	}
 	s.stats.Dumps++
-	s.readStart, s.readAt = s.b.ReadTimes()
-	s.delegated = s.b.Delegated()
-	recs[0] = Record{Kind: KindDumpEnd, Gen: gen, Partial: s.partial()}
+	s.read = reads
+	recs[0] = Record{Kind: KindDumpEnd, Gen: x.gen, Partial: s.partial()}
 	return 1, nil
-}
-
-// markLost returns, once per dump, a PERF_RECORD_LOST of the records
-// the dump itself lost (Stats.Lost), to close its synthesized records
-// with: a file written from the stream then says that its state is
-// incomplete, as perf report reads it ("lost N chunks"). nil when the
-// dump lost nothing, or once it was returned.
-func (s *Session) markLost() []byte {
-	if s.run == nil || s.lostMarked {
-		return nil
-	}
-	s.lostMarked = true
-	n := s.run.Lost()
-	if n == 0 {
-		return nil
-	}
-	a := s.attrs[0]
-	id := a.IDs[0]
-	l := perfdata.Lost{ID: id, Lost: n}
-	return l.Append(nil, a.Attr.SampleType, &perfdata.SampleID{ID: id, Identifier: id})
 }
 
 // dumpPart is about how many bytes of a dump's held records a Session
@@ -256,10 +236,9 @@ func (s *Session) runDump() {
 		cancel()
 	}()
 	s.dumpBuf.reset()
-	s.dumpRan, s.lostMarked = true, false
-	s.run, s.dumpErr = s.b.Start(ctx, s.dumpBuf.add, s.dumpBuf.addHeld)
+	s.run = startGeneration(ctx, s.b, s.attrs[0], s.dumpBuf.add, s.dumpBuf.addHeld)
 	// The live records the dump drained wait in the queue for its end.
-	s.takeLive()
+	queueLive(&s.live, s.b)
 }
 
 func (s *Session) count(rec *Record) {
@@ -313,7 +292,7 @@ func (s *Session) drainLive() error {
 	if err != nil {
 		return err
 	}
-	s.takeLive()
+	queueLive(&s.live, s.b)
 	s.stats.Stale += uint64(stale)
 	s.stats.Lost += lost
 	s.live.sort()
@@ -321,10 +300,9 @@ func (s *Session) drainLive() error {
 	return nil
 }
 
-// takeLive moves the live records the method drained into the live
-// queue.
-func (s *Session) takeLive() {
-	for _, lr := range s.b.TakeLive() {
+// queueLive moves the live records b drained into q.
+func queueLive(q *liveQueue, b *bpfmethod.BPF) {
+	for _, lr := range b.TakeLive() {
 		kind := KindLive
 		switch {
 		case lr.Sample:
@@ -332,13 +310,51 @@ func (s *Session) takeLive() {
 		case lr.Unmap:
 			kind = KindUnmap
 		}
-		s.live.push(lr.Raw, liveRec{kind: kind, time: lr.Time, pid: lr.Pid, tid: lr.Tid, gen: lr.Gen})
+		q.push(lr.Raw, liveRec{kind: kind, time: lr.Time, pid: lr.Pid, tid: lr.Tid, gen: lr.Gen})
 	}
 }
 
+// liveFilter says which live records and samples belong to a target:
+// those of its processes and of the children they fork (tracked), and
+// the samples of its threads (tids). nil maps: every process, every
+// thread.
+type liveFilter struct {
+	tracked map[uint32]struct{}
+	tids    map[uint32]struct{}
+}
+
+func newLiveFilter(d config.Resolved) liveFilter {
+	var f liveFilter
+	if len(d.Pids) > 0 {
+		f.tracked = make(map[uint32]struct{})
+		for _, pid := range d.Pids {
+			f.tracked[uint32(pid)] = struct{}{}
+		}
+	}
+	if len(d.Target.Tids) > 0 {
+		f.tids = make(map[uint32]struct{})
+		for _, tid := range d.Target.Tids {
+			f.tids[uint32(tid)] = struct{}{}
+		}
+	}
+	return f
+}
+
+// keep reports whether a live record, of the queue's entry lr, belongs
+// to the target, following the forks of its processes as it goes: the
+// records must come in time order.
+func (f *liveFilter) keep(rec *Record, lr liveRec) bool {
+	return !(outsideNamespace(rec) ||
+		f.tracked != nil && !hostRecord(rec.Type()) && !f.track(rec.Raw, lr.pid) ||
+		f.tids != nil && rec.Kind == KindSample && !f.sampleOfTids(lr.tid))
+}
+
+// partial reports whether the target is only some processes.
+func (f *liveFilter) partial() bool { return f.tracked != nil || f.tids != nil }
+
 // sampleOfTids reports whether a sample is of a thread of the target (Target.Tids).
-func (s *Session) sampleOfTids(tid uint32) bool {
-	_, ok := s.tids[tid]
+func (f *liveFilter) sampleOfTids(tid uint32) bool {
+	_, ok := f.tids[tid]
 	return ok
 }
 
@@ -390,18 +406,18 @@ func hostRecord(t perfdata.RecordType) bool {
 
 // track reports whether a record of process pid belongs to the session,
 // following the forks of the processes it follows.
-func (s *Session) track(rec []byte, pid uint32) bool {
+func (f *liveFilter) track(rec []byte, pid uint32) bool {
 	switch perfdata.RecordView(rec).Type() {
 	case perfdata.RecordFork:
 		child, parent := perfdata.RecordView(rec).Pid(), perfdata.RecordView(rec).Ppid()
-		if _, ok := s.tracked[parent]; ok {
-			s.tracked[child] = struct{}{}
+		if _, ok := f.tracked[parent]; ok {
+			f.tracked[child] = struct{}{}
 		}
 		pid = child
 	case perfdata.RecordExit, perfdata.RecordComm, perfdata.RecordMmap2, perfdata.RecordMmap, bpfmethod.RecordUnmap:
 		pid = perfdata.RecordView(rec).Pid()
 	}
-	_, ok := s.tracked[pid]
+	_, ok := f.tracked[pid]
 	return ok
 }
 

@@ -22,7 +22,7 @@ type Method struct {
 	d       dumper
 }
 
-// dumper is what a method does: the BPF method on a Session
+// dumper is what a method does: the BPF method with the side-band
 // (liveMethod), or one of internal/method's (see converted).
 type dumper interface {
 	Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error)

@@ -13,7 +13,7 @@ import (
 // ReadBatch with the records past the count it returns.
 func TestReadErrorLeavesRecord(t *testing.T) {
 	flushing := func() *Session {
-		s := &Session{tracked: map[uint32]struct{}{100: {}}}
+		s := &Session{filter: liveFilter{tracked: map[uint32]struct{}{100: {}}}}
 		other := perfdata.Mmap2{Pid: 300, Tid: 300, Addr: 0x1000, Len: 0x1000, Filename: "/bin/other"}
 		s.live.push(other.Append(nil, 0, nil), liveRec{kind: KindLive, pid: 300, time: 15})
 		// A Flush that found only that record: Read returns ErrFlushed.

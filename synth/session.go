@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/config"
-	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/perfdata"
 )
@@ -242,27 +241,19 @@ type Session struct {
 	// The dump being read: Dump asks for it, the first Read runs it
 	// into dumpBuf, and Read hands out its records from there, a
 	// slice each: no copy, no goroutine switch per record.
-	dumpCtx context.Context
-	dumpRan bool
-	// lostMarked: the running dump's PERF_RECORD_LOST was returned
-	// (markLost).
-	lostMarked bool
-	run        *bpfmethod.Run
-	dumpBuf    recordBuf
-	last       Stats
-	dumpErr    error
-	inDump     bool
-	cancelMu   sync.Mutex
-	cancel     context.CancelFunc // stops the dump running, for Close
-	live       liveQueue
-	tracked    map[uint32]struct{} // nil: every process
-	// readStart and readAt are the last dump's ReadTimes: when it began,
-	// and when it read each process.
-	readStart uint64
-	readAt    map[uint32]uint64
-	delegated dedupe.Delegated    // the last dump's: see superseded
-	tids      map[uint32]struct{} // the target's threads (Target.Tids); nil: all
-	ready     uint64              // records up to this time may be returned
+	dumpCtx  context.Context
+	run      *generation // the dump being read; nil until the first Read runs it
+	dumpBuf  recordBuf
+	last     Stats
+	inDump   bool
+	cancelMu sync.Mutex
+	cancel   context.CancelFunc // stops the dump running, for Close
+	live     liveQueue
+	filter   liveFilter
+	// read is what the last dump that ended well read, and when: which
+	// live records it superseded.
+	read      *bpfmethod.Reads
+	ready     uint64 // records up to this time may be returned
 	lastPoll  uint64
 	stats     SessionStats
 	pollfds   []unix.PollFd
@@ -284,34 +275,7 @@ func NewSession(opts SessionOptions) (*Session, error) {
 
 // newSession is NewSession with the options resolved: d.
 func newSession(opts SessionOptions, d config.Resolved) (*Session, error) {
-	rc := bpfmethod.RingConfig{Pages: opts.RingPages, Sideband: true, Records: d.RecordFlags(), BuildID: !opts.NoBuildID,
-		SampleType: bpfmethod.SidebandSampleType}
-	live, closeLive, err := newLiveScope(opts.Target, d.Pids)
-	if err != nil {
-		return nil, err
-	}
-	defer closeLive()
-	rc.LiveScope = live
-	if opts.Sample != nil {
-		if err := opts.Sample.check(); err != nil {
-			return nil, err
-		}
-		scope, err := newSampleScope(opts.Sample, opts.Target, d.Pids)
-		if err != nil {
-			return nil, err
-		}
-		defer scope.Close()
-		sampler := samplerAttr(opts.Sample, scope.inherit)
-		rc.Sampler, rc.SampleType, rc.SampleRegsUser = &sampler, sampler.SampleType, sampler.SampleRegsUser
-		rc.Scope = scope.SampleScope
-		rc.SamplerCPUs = opts.Sample.CPUs
-	}
-	d.SampleType = rc.SampleType // the trailer of the synthesized records
-	b, err := bpfmethod.NewWithRings(d, rc)
-	if err != nil && opts.Sample != nil && opts.Sample.hardware() &&
-		(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENODEV)) {
-		return nil, fmt.Errorf("event %s: %w", opts.Sample.eventName(), ErrNoEvent)
-	}
+	b, rc, err := openStream(opts, d)
 	if err != nil {
 		return nil, err
 	}
@@ -326,6 +290,55 @@ func newSession(opts SessionOptions, d config.Resolved) (*Session, error) {
 		s.unmapsErr = errUnmapsOff
 	}
 	return s, nil
+}
+
+// openStream opens the BPF method with the rings of a stream of opts:
+// the live side-band, narrowed to the target, and the sampling event of
+// opts.Sample, if any. A Session streams from them; so does a one-shot
+// dump of OpenMethod's BPF method (liveMethod).
+func openStream(opts SessionOptions, d config.Resolved) (*bpfmethod.BPF, bpfmethod.RingConfig, error) {
+	rc := bpfmethod.RingConfig{Pages: opts.RingPages, Sideband: true, Records: d.RecordFlags(), BuildID: !opts.NoBuildID,
+		SampleType: bpfmethod.SidebandSampleType}
+	live, closeLive, err := newLiveScope(opts.Target, d.Pids)
+	if err != nil {
+		return nil, rc, err
+	}
+	defer closeLive()
+	rc.LiveScope = live
+	if opts.Sample != nil {
+		if err := opts.Sample.check(); err != nil {
+			return nil, rc, err
+		}
+		scope, err := newSampleScope(opts.Sample, opts.Target, d.Pids)
+		if err != nil {
+			return nil, rc, err
+		}
+		defer scope.Close()
+		sampler := samplerAttr(opts.Sample, scope.inherit)
+		rc.Sampler, rc.SampleType, rc.SampleRegsUser = &sampler, sampler.SampleType, sampler.SampleRegsUser
+		rc.Scope = scope.SampleScope
+		rc.SamplerCPUs = opts.Sample.CPUs
+	}
+	d.SampleType = rc.SampleType // the trailer of the synthesized records
+	b, err := bpfmethod.NewWithRings(d, rc)
+	if err != nil && opts.Sample != nil && opts.Sample.hardware() &&
+		(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENODEV)) {
+		return nil, rc, fmt.Errorf("event %s: %w", opts.Sample.eventName(), ErrNoEvent)
+	}
+	if err != nil {
+		return nil, rc, err
+	}
+	return b, rc, nil
+}
+
+// sidebandAttr is the attr the synthesized and live records of the
+// rings rc of b are written under, with the side-band's ids.
+func sidebandAttr(rc *bpfmethod.RingConfig, b *bpfmethod.BPF) perfdata.EventAttr {
+	liveIDs, _ := b.IDs()
+	side := rc.LiveAttr()
+	side.Flags &^= perfdata.AttrWatermark
+	side.WakeupEvents = 0
+	return perfdata.EventAttr{Attr: side, Name: attrName, IDs: liveIDs}
 }
 
 // errUnmapsOff is UnmapsErr's answer when the options did not ask.
@@ -347,24 +360,10 @@ func (s *Session) init(rc bpfmethod.RingConfig, d config.Resolved) error {
 	for _, fd := range append(s.b.LiveFDs(), wake) {
 		s.pollfds = append(s.pollfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
-	if len(d.Pids) > 0 {
-		s.tracked = make(map[uint32]struct{})
-		for _, pid := range d.Pids {
-			s.tracked[uint32(pid)] = struct{}{}
-		}
-	}
-	if len(d.Target.Tids) > 0 {
-		s.tids = make(map[uint32]struct{})
-		for _, tid := range d.Target.Tids {
-			s.tids[uint32(tid)] = struct{}{}
-		}
-	}
-	liveIDs, samplerIDs := s.b.IDs()
-	side := rc.LiveAttr()
-	side.Flags &^= perfdata.AttrWatermark
-	side.WakeupEvents = 0
-	s.attrs = []perfdata.EventAttr{{Attr: side, Name: attrName, IDs: liveIDs}}
+	s.filter = newLiveFilter(d)
+	s.attrs = []perfdata.EventAttr{sidebandAttr(&rc, s.b)}
 	if rc.Sampler != nil {
+		_, samplerIDs := s.b.IDs()
 		a := *rc.Sampler
 		a.Flags &^= perfdata.AttrDisabled
 		s.attrs = append(s.attrs, perfdata.EventAttr{Attr: a, Name: s.opts.Sample.eventName(), IDs: samplerIDs})
@@ -413,7 +412,7 @@ func (s *Session) Dump(ctx context.Context) error {
 	if s.inDump {
 		return ErrDumpRunning
 	}
-	s.dumpCtx, s.dumpRan, s.inDump = ctx, false, true
+	s.dumpCtx, s.run, s.inDump = ctx, nil, true
 	return nil
 }
 

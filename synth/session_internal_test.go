@@ -11,7 +11,7 @@ import (
 // A child's records drained before its parent's FORK (another CPU's
 // ring) still belong to a session that follows the parent.
 func TestSessionFollowsForksInTimeOrder(t *testing.T) {
-	s := &Session{tracked: map[uint32]struct{}{100: {}}}
+	s := &Session{filter: liveFilter{tracked: map[uint32]struct{}{100: {}}}}
 	child := perfdata.Mmap2{Pid: 200, Tid: 200, Addr: 0x1000, Len: 0x1000, Filename: "/bin/child"}
 	fork := perfdata.Fork{Pid: 200, Ppid: 100, Tid: 200, Ptid: 100, Time: 10}
 	other := perfdata.Mmap2{Pid: 300, Tid: 300, Addr: 0x1000, Len: 0x1000, Filename: "/bin/other"}

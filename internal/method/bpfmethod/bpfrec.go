@@ -34,7 +34,7 @@ type bpfRecord struct {
 // round collects the records of one paced iterator read from every BPF
 // output ring and hands them out in emission order. It keeps the
 // kernel's live records of the side-band rings too (in liveArena, at
-// liveEnds), for BPF.passLive: a pipelined round is drained on one
+// liveEnds), for liveSide.pass: a pipelined round is drained on one
 // goroutine and handled on another.
 type round struct {
 	arena     []byte

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -18,6 +19,40 @@ import (
 	"github.com/synth-dev/synth/perfdata"
 )
 
+// buildIDs are the build IDs of a method's dumps: the cache in a BPF
+// map (objs.BuildIds), and the reads in userspace of the files new to
+// it, which begin as the walk notes them (startPending) and end while
+// the walk's records are held (resolvePending). It owns the reads; Close
+// stops them.
+type buildIDs struct {
+	objs   *objects
+	reader *buildid.Reader[synthbpf.SynthSynthFileKey]
+	// early are the files whose read began during this dump's walk
+	// (startPending).
+	early map[synthbpf.SynthSynthFileKey]struct{}
+}
+
+func newBuildIDs(objs *objects, wait time.Duration) *buildIDs {
+	return &buildIDs{objs: objs, reader: buildid.NewReader[synthbpf.SynthSynthFileKey](wait),
+		early: make(map[synthbpf.SynthSynthFileKey]struct{})}
+}
+
+// Close stops the reads under way.
+func (ib *buildIDs) Close() error {
+	if ib == nil {
+		return nil
+	}
+	return ib.reader.Close()
+}
+
+// begin starts a dump's reads: its deadline, which runs from the walk's
+// start, as the reads begin when the walk notes their files. stop stops
+// its timer.
+func (ib *buildIDs) begin() (expired <-chan struct{}, stop func() bool) {
+	clear(ib.early)
+	return ib.reader.Begin()
+}
+
 // resolvePending reads the build IDs of the files the walk noted as new
 // to the cache, from the files themselves, and caches them (no build ID
 // included) unless their contents may change unseen. It returns the
@@ -27,7 +62,7 @@ import (
 // be gone by now (a short-lived child that mapped it first), and the
 // file is then read through another process's. It is asked only then:
 // its first call indexes every held record.
-func (b *BPF) resolvePending(d *assemble.Assembler, others func(fileIdent) []buildid.Mapping, expired <-chan struct{}) (map[fileIdent][]byte, error) {
+func (ib *buildIDs) resolvePending(d *assemble.Assembler, others func(fileIdent) []buildid.Mapping, expired <-chan struct{}) (map[fileIdent][]byte, error) {
 	type job struct {
 		key   synthbpf.SynthSynthFileKey
 		read  *buildid.Job
@@ -37,13 +72,13 @@ func (b *BPF) resolvePending(d *assemble.Assembler, others func(fileIdent) []bui
 		key  synthbpf.SynthSynthFileKey
 		pend synthbpf.SynthSynthPending
 		jobs []job
-		it   = b.objs.Pending.Iterate()
+		it   = ib.objs.Pending.Iterate()
 	)
 	for it.Next(&key, &pend) {
 		// Most reads began when the walk noted the file (startRead);
 		// Start hands back the one under way.
 		m := buildid.Mapping{Pid: int(pend.Pid), Start: pend.Start, End: pend.End}
-		jobs = append(jobs, job{key: key, read: b.startRead(key, m)})
+		jobs = append(jobs, job{key: key, read: ib.startRead(key, m)})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read pending build ids: %w", err)
@@ -54,10 +89,10 @@ func (b *BPF) resolvePending(d *assemble.Assembler, others func(fileIdent) []bui
 		// A file not read in time is not cached: the next dump's walk
 		// notes it again, and takes the result of this read if it has
 		// ended by then.
-		if !j.again && b.objs.Pending.Delete(&j.key) != nil {
+		if !j.again && ib.objs.Pending.Delete(&j.key) != nil {
 			return nil, errors.New("delete pending build id")
 		}
-		res, ok := b.ids.Wait(j.key, j.read, expired)
+		res, ok := ib.reader.Wait(j.key, j.read, expired)
 		if !ok {
 			d.Stats.BuildIDTimeouts++
 			continue
@@ -65,8 +100,8 @@ func (b *BPF) resolvePending(d *assemble.Assembler, others func(fileIdent) []bui
 		if res.Unmapped && !j.again {
 			if tries := others(identOfKey(&j.key)); len(tries) > 0 {
 				k := j.key
-				jobs = append(jobs, job{key: k, again: true, read: b.ids.Start(k, func() buildid.Result {
-					return b.readBuildIDOf(&k, tries)
+				jobs = append(jobs, job{key: k, again: true, read: ib.reader.Start(k, func() buildid.Result {
+					return ib.readBuildIDOf(&k, tries)
 				})})
 			}
 			continue
@@ -75,7 +110,7 @@ func (b *BPF) resolvePending(d *assemble.Assembler, others func(fileIdent) []bui
 			continue // gone or changed: the next dump tries again
 		}
 		d.Stats.FilesRead++
-		if _, ok := b.early[j.key]; ok {
+		if _, ok := ib.early[j.key]; ok {
 			d.Stats.FilesReadEarly++
 		}
 		if !res.Volatile {
@@ -83,7 +118,7 @@ func (b *BPF) resolvePending(d *assemble.Assembler, others func(fileIdent) []bui
 			// file again, and this one has its ID from found.
 			id := synthbpf.SynthSynthBuildId{Size: uint8(len(res.ID))}
 			copy(id.Id[:], res.ID)
-			if b.cachePut(&j.key, &id) != nil {
+			if ib.cachePut(&j.key, &id) != nil {
 				d.Stats.BuildIDsUncached++
 			}
 		}
@@ -99,11 +134,11 @@ func (b *BPF) resolvePending(d *assemble.Assembler, others func(fileIdent) []bui
 }
 
 // countCache counts the files in the build-ID cache with an ID.
-func (b *BPF) countCache(d *assemble.Assembler) error {
+func (ib *buildIDs) countCache(d *assemble.Assembler) error {
 	var (
 		key synthbpf.SynthSynthFileKey
 		id  synthbpf.SynthSynthBuildId
-		it  = b.objs.BuildIds.Iterate()
+		it  = ib.objs.BuildIds.Iterate()
 	)
 	for it.Next(&key, &id) {
 		if id.Size > 0 {
@@ -119,10 +154,10 @@ func (b *BPF) countCache(d *assemble.Assembler) error {
 // readBuildIDOf reads the build ID of the file key names through the
 // first of tries whose /proc/PID/map_files entry still leads to it (the
 // entry reaches files in other mount namespaces, and deleted files).
-func (b *BPF) readBuildIDOf(key *synthbpf.SynthSynthFileKey, tries []buildid.Mapping) buildid.Result {
+func (ib *buildIDs) readBuildIDOf(key *synthbpf.SynthSynthFileKey, tries []buildid.Mapping) buildid.Result {
 	dev := procfs.Dev{Maj: key.Dev >> 20, Min: key.Dev & (1<<20 - 1)}
 	for _, m := range tries {
-		if res, ok := b.ids.ReadAt(m, dev, func(st *mapread.Stat) bool { return sameFile(st, key) }); ok {
+		if res, ok := ib.reader.ReadAt(m, dev, func(st *mapread.Stat) bool { return sameFile(st, key) }); ok {
 			return res
 		}
 	}
@@ -141,8 +176,8 @@ func sameFile(st *mapread.Stat, key *synthbpf.SynthSynthFileKey) bool {
 // cachePut puts a build ID into the cache. A full cache is emptied
 // first: a new generation of it, whose files are read again as the dumps
 // meet them (bpf/buildid.bpf.h).
-func (b *BPF) cachePut(key *synthbpf.SynthSynthFileKey, id *synthbpf.SynthSynthBuildId) error {
-	err := b.objs.BuildIds.Put(key, id)
+func (ib *buildIDs) cachePut(key *synthbpf.SynthSynthFileKey, id *synthbpf.SynthSynthBuildId) error {
+	err := ib.objs.BuildIds.Put(key, id)
 	if !errors.Is(err, unix.E2BIG) {
 		return err
 	}
@@ -150,17 +185,17 @@ func (b *BPF) cachePut(key *synthbpf.SynthSynthFileKey, id *synthbpf.SynthSynthB
 		k    synthbpf.SynthSynthFileKey
 		v    synthbpf.SynthSynthBuildId
 		keys []synthbpf.SynthSynthFileKey
-		it   = b.objs.BuildIds.Iterate()
+		it   = ib.objs.BuildIds.Iterate()
 	)
 	for it.Next(&k, &v) {
 		keys = append(keys, k)
 	}
 	for i := range keys {
-		if err := b.objs.BuildIds.Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		if err := ib.objs.BuildIds.Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("empty the build-ID cache: %w", err)
 		}
 	}
-	return b.objs.BuildIds.Put(key, id)
+	return ib.objs.BuildIds.Put(key, id)
 }
 
 // startRead starts the read of the build ID of the file key names
@@ -169,12 +204,12 @@ func (b *BPF) cachePut(key *synthbpf.SynthSynthFileKey, id *synthbpf.SynthSynthB
 // walk goes on. Whether the mapping is still there is asked in the read:
 // the lstat(2) of its map_files entry waits for the process's mmap lock,
 // which a stuck writer may hold past the deadline.
-func (b *BPF) startRead(key synthbpf.SynthSynthFileKey, m buildid.Mapping) *buildid.Job {
-	return b.ids.Start(key, func() buildid.Result {
+func (ib *buildIDs) startRead(key synthbpf.SynthSynthFileKey, m buildid.Mapping) *buildid.Job {
+	return ib.reader.Start(key, func() buildid.Result {
 		if !m.Mapped() {
 			return buildid.Result{Unmapped: true}
 		}
-		return b.readBuildIDOf(&key, []buildid.Mapping{m})
+		return ib.readBuildIDOf(&key, []buildid.Mapping{m})
 	})
 }
 
@@ -191,7 +226,7 @@ var (
 
 // startPending starts the read of the file a SYNTH_RECORD_PENDING record
 // names.
-func (b *BPF) startPending(rec []byte) error {
+func (ib *buildIDs) startPending(rec []byte) error {
 	if len(rec) < pendSize {
 		return fmt.Errorf("pending record of %d bytes", len(rec))
 	}
@@ -200,8 +235,8 @@ func (b *BPF) startPending(rec []byte) error {
 		return fmt.Errorf("pending record: %w", err)
 	}
 	le := hostOrder
-	b.startRead(key, buildid.Mapping{Pid: int(perfdata.RecordView(rec).Pid()), Start: le.Uint64(rec[pendStart:]),
+	ib.startRead(key, buildid.Mapping{Pid: int(perfdata.RecordView(rec).Pid()), Start: le.Uint64(rec[pendStart:]),
 		End: le.Uint64(rec[pendStart+8:])})
-	b.early[key] = struct{}{}
+	ib.early[key] = struct{}{}
 	return nil
 }

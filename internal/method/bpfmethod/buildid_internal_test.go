@@ -59,15 +59,15 @@ func TestResolvePendingOthers(t *testing.T) {
 		{"noted mapping gone", buildid.Mapping{Pid: os.Getpid(), Start: 0x1000, End: 0x2000}, []buildid.Mapping{here}},
 		{"noted mapping there", here, nil},
 	} {
-		b.objs.BuildIds.Delete(&key)
+		b.lo.objs.BuildIds.Delete(&key)
 		pend := synthbpf.SynthSynthPending{Start: tc.noted.Start, End: tc.noted.End, Pid: uint32(tc.noted.Pid)}
-		if err := b.objs.Pending.Put(&key, &pend); err != nil {
+		if err := b.lo.objs.Pending.Put(&key, &pend); err != nil {
 			t.Fatal(err)
 		}
 		asked := false
 		d := assemble.New(b.opts, func([]byte) error { return nil }, nil)
-		expired, stop := b.ids.Begin()
-		ids, err := b.resolvePending(d, func(fileIdent) []buildid.Mapping {
+		expired, stop := b.ids.begin()
+		ids, err := b.ids.resolvePending(d, func(fileIdent) []buildid.Mapping {
 			asked = true
 			return tc.others
 		}, expired)
@@ -82,7 +82,7 @@ func TestResolvePendingOthers(t *testing.T) {
 			t.Errorf("%s: others asked: %v", tc.name, asked)
 		}
 		var cached synthbpf.SynthSynthBuildId
-		if err := b.objs.BuildIds.Lookup(&key, &cached); err != nil || !bytes.Equal(cached.Id[:cached.Size], want) {
+		if err := b.lo.objs.BuildIds.Lookup(&key, &cached); err != nil || !bytes.Equal(cached.Id[:cached.Size], want) {
 			t.Errorf("%s: cached %x (%v)", tc.name, cached.Id[:cached.Size], err)
 		}
 	}

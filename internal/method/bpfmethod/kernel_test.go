@@ -26,12 +26,12 @@ func TestKernelMapRecord(t *testing.T) {
 	if err != nil || want.Text == (assemble.KernelMap{}) {
 		t.Fatalf("kallsyms: %+v %v", want, err)
 	}
-	if b.text.Text != want.Text || len(want.Trampolines) != 0 {
-		t.Errorf("BPF kernel text %+v, kallsyms says %+v", b.text, want)
+	if b.lo.text.Text != want.Text || len(want.Trampolines) != 0 {
+		t.Errorf("BPF kernel text %+v, kallsyms says %+v", b.lo.text, want)
 	}
 	var recs [][]byte
 	d := assemble.New(config.Resolved{}, func(rec []byte) error { recs = append(recs, bytes.Clone(rec)); return nil }, nil)
-	if err := d.KernelMaps(b.text); err != nil {
+	if err := d.KernelMaps(b.lo.text); err != nil {
 		t.Fatal(err)
 	}
 	if len(recs) == 0 {

@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/perfdata"
 )
 
 // The live side of the rings, for a Session. Every drain, during a dump
 // or between dumps (DrainLive), moves the side-band rings' records into
-// the method's live buffer, each with its time and generation, and,
+// the live side's buffer, each with its time and generation, and,
 // during a dump, into the deduper, before the synthesized records of the
 // same drain are judged. The Session takes them out with TakeLive: the
 // records flow one way, from the rings through the method to the
@@ -47,6 +48,30 @@ func (l *liveBuf) add(rec []byte, lr LiveRecord) {
 	l.recs = append(l.recs, lr)
 }
 
+// liveSide is what the side-band's records go through on their way to
+// the Session: their time and task read (classify), the deduper fed
+// while a dump runs, and the buffer TakeLive empties. It owns no
+// resource: the rings it reads are the rings'.
+type liveSide struct {
+	// The sample_type of the side-band's records and of the sampler's,
+	// and the sampler's ids, to read a live record's time with.
+	st, samplerST uint64
+	samplerIDs    []uint64
+	buildID       bool // the side-band asked for build IDs (see pass)
+	dd            *dedupe.Deduper
+	dumping       bool // a dump runs: live records go to dd too
+	buf           liveBuf
+}
+
+func newLiveSide(rc *RingConfig, r *rings, dd *dedupe.Deduper) *liveSide {
+	l := &liveSide{st: rc.LiveAttr().SampleType, buildID: rc.BuildID, dd: dd}
+	if rc.Sampler != nil {
+		l.samplerST = rc.Sampler.SampleType
+	}
+	_, l.samplerIDs = r.ids()
+	return l
+}
+
 // LiveFDs returns the side-band events' descriptors, to poll.
 func (b *BPF) LiveFDs() []int { return b.rings.liveFDs() }
 
@@ -59,18 +84,15 @@ func (b *BPF) IDs() (live, samplers []uint64) { return b.rings.ids() }
 // them.
 func (b *BPF) SetSamplers(on bool) error { return b.rings.enableSamplers(on) }
 
-// Gen returns the generation of the last dump started.
-func (b *BPF) Gen() uint64 { return b.gen }
-
 // DrainLive empties the rings between dumps into the live buffer. It
 // returns how many records of the programs it found, left over from a
 // dump that was stopped (stale), and how many the output rings lost.
 func (b *BPF) DrainLive() (stale int, lost uint64, err error) {
 	r := &b.round
-	if err := b.drain(r); err != nil {
+	if err := b.rings.drainInto(r); err != nil {
 		return 0, 0, err
 	}
-	if err := b.passLive(r); err != nil {
+	if err := b.live.pass(r); err != nil {
 		return 0, 0, err
 	}
 	stale, lost = len(r.recs), r.lost
@@ -82,7 +104,7 @@ func (b *BPF) DrainLive() (stale int, lost uint64, err error) {
 // the order each CPU's ring held them. They stay valid until the next
 // Start or DrainLive.
 func (b *BPF) TakeLive() []LiveRecord {
-	l := &b.live
+	l := &b.live.buf
 	if l.taken {
 		return nil
 	}
@@ -94,26 +116,26 @@ func (b *BPF) TakeLive() []LiveRecord {
 	return l.recs
 }
 
-// passLive moves the live records a round drained into the live buffer
-// and, during a dump, into the deduper: before the round's synthesized
-// records are judged (see drain).
-func (b *BPF) passLive(r *round) error {
+// pass moves the live records a round drained into the buffer and,
+// during a dump, into the deduper: before the round's synthesized
+// records are judged (see rings.drainInto).
+func (l *liveSide) pass(r *round) error {
 	start := 0
 	for _, end := range r.liveEnds {
 		rec := r.liveArena[start:end]
 		start = end
-		if !b.liveBuildID {
+		if !l.buildID {
 			clearLeakedBuildID(rec)
 		}
-		lr, err := b.classify(rec)
+		lr, err := l.classify(rec)
 		if err != nil {
 			return err
 		}
-		if b.dumping && !lr.Sample {
-			b.dd.AddLive(rec, lr.Time)
+		if l.dumping && !lr.Sample {
+			l.dd.AddLive(rec, lr.Time)
 		}
-		lr.Gen = b.dd.GenOf(lr.Time)
-		b.live.add(rec, lr)
+		lr.Gen = l.dd.GenOf(lr.Time)
+		l.buf.add(rec, lr)
 	}
 	// The unmaps, which the dedupe does not need: a dump reports no
 	// unmapping it could drop.
@@ -123,7 +145,7 @@ func (b *BPF) passLive(r *round) error {
 		if err != nil {
 			return err
 		}
-		b.live.add(rec, LiveRecord{Time: u.time, Gen: b.dd.GenOf(u.time), Pid: um.Pid, Tid: um.Tid, Unmap: true})
+		l.buf.add(rec, LiveRecord{Time: u.time, Gen: l.dd.GenOf(u.time), Pid: um.Pid, Tid: um.Tid, Unmap: true})
 	}
 	return nil
 }
@@ -147,18 +169,18 @@ func clearLeakedBuildID(rec []byte) {
 // its body, as the sampler's sample_type lays it out, any other record's
 // from its sample_id_all trailer, as the side-band's or, for the
 // sampler's own THROTTLE records and the like, the sampler's.
-func (b *BPF) classify(rec []byte) (LiveRecord, error) {
+func (l *liveSide) classify(rec []byte) (LiveRecord, error) {
 	if perfdata.RecordView(rec).Type() == perfdata.RecordSample {
-		t, ok := perfdata.SampleView(rec).Time(b.samplerST)
-		pid, tid, pok := perfdata.SampleView(rec).TID(b.samplerST)
+		t, ok := perfdata.SampleView(rec).Time(l.samplerST)
+		pid, tid, pok := perfdata.SampleView(rec).TID(l.samplerST)
 		if !ok || !pok {
 			return LiveRecord{}, fmt.Errorf("short sample (%d bytes)", len(rec))
 		}
 		return LiveRecord{Time: t, Pid: pid, Tid: tid, Sample: true}, nil
 	}
-	st := b.liveST
-	if id, ok := perfdata.RecordView(rec).TrailerIdentifier(); ok && slices.Contains(b.samplerIDs, id) {
-		st = b.samplerST
+	st := l.st
+	if id, ok := perfdata.RecordView(rec).TrailerIdentifier(); ok && slices.Contains(l.samplerIDs, id) {
+		st = l.samplerST
 	}
 	sid, err := perfdata.ParseSampleID(rec, st)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/bpfiter"
-	"github.com/synth-dev/synth/internal/config"
 )
 
 // The kernel's task_vma iterator (dump_vma) takes each process's
@@ -145,15 +144,16 @@ func (s *stuckReads) any() bool {
 // vmaReader returns the reader of a dump_vma instance over process pid
 // (0: every process), its reads bounded by Options.ProcMapTimeout. A read
 // given up on marks pid stuck until the kernel returns it.
-func (b *BPF) vmaReader(it io.ReadCloser, pid int) *timedReader {
-	return newTimedReader(it, b.opts.ProcMapWait(), func() { b.stuck.remove(pid) })
+func (w *walker) vmaReader(it io.ReadCloser, pid int) *timedReader {
+	return newTimedReader(it, w.opts.ProcMapWait(), func() { w.stuck.remove(pid) })
 }
 
 // giveUp fences the dump_vma instance whose read was given up on (see
 // the comment at the top of this file): once it returns, that instance
 // emits nothing more, and what it emitted is in the rings.
-func (b *BPF) giveUp() error {
-	p, err := b.objs.program(synthbpf.SynthProgSessionProbe)
+func (w *walker) giveUp() error {
+	objs := w.lo.objs
+	p, err := objs.program(synthbpf.SynthProgSessionProbe)
 	if err != nil {
 		return err
 	}
@@ -161,26 +161,21 @@ func (b *BPF) giveUp() error {
 		return err
 	}
 	var session uint64
-	if err := b.objs.SessionLast.Get(&session); err != nil {
+	if err := objs.SessionLast.Get(&session); err != nil {
 		return fmt.Errorf("read iterator session: %w", err)
 	}
-	if err := b.objs.VmaSessionMin.Set(session); err != nil {
+	if err := objs.VmaSessionMin.Set(session); err != nil {
 		return fmt.Errorf("fence iterator: %w", err)
 	}
 	// The read's buffer is the stuck goroutine's now.
-	b.readBuf = make([]byte, len(b.readBuf))
-	if b.walk == config.WalkMaple { // as configure chose it
-		b.walkBuf = b.readBuf
-	} else {
-		b.iterBuf = b.readBuf
-	}
+	w.readBuf = make([]byte, len(w.readBuf))
 	return waitPrograms()
 }
 
 // lockedOut leaves out process pid, whose mmap lock was not taken in
 // time: what its walk or an earlier read held is dropped.
-func (b *BPF) lockedOut(d *assemble.Assembler, pid int) {
-	b.hold.drop(uint32(pid))
+func (w *walker) lockedOut(d *assemble.Assembler, pid int) {
+	w.hold.drop(uint32(pid))
 	d.LockedOut(pid)
 }
 
@@ -189,10 +184,10 @@ func (b *BPF) lockedOut(d *assemble.Assembler, pid int) {
 // instance is given up on, the process it waited for is the last one it
 // emitted records of, or one after: the processes from that one on are
 // read one by one.
-func (b *BPF) vmaPass(ctx context.Context, d *assemble.Assembler, h *walkHold, pids []int) error {
-	if len(b.opts.Pids) == 0 {
-		if !b.stuck.any() {
-			err := b.runIter(ctx, d, b.dumpVMA, 0, h.addIter)
+func (w *walker) vmaPass(ctx context.Context, d *assemble.Assembler, h *walkHold, pids []int) error {
+	if len(w.opts.Pids) == 0 {
+		if !w.stuck.any() {
+			err := w.runIter(ctx, d, w.lo.dumpVMA, 0, h.addIter)
 			if !errors.Is(err, ErrLockWait) {
 				return err
 			}
@@ -206,7 +201,7 @@ func (b *BPF) vmaPass(ctx context.Context, d *assemble.Assembler, h *walkHold, p
 			}
 		}
 	}
-	return b.passEach(ctx, d, b.dumpVMA, pids, h.addIter)
+	return w.passEach(ctx, d, w.lo.dumpVMA, pids, h.addIter)
 }
 
 // waitPrograms returns once every BPF program running when it was called

@@ -279,6 +279,21 @@ func (r *rings) drain(evs []*perfring.Event, fn func(cpu int, rec []byte) error)
 	return nil
 }
 
+// drainInto moves what the rings hold into rd: the output rings first,
+// then the side-band rings. A live record that precedes a synthesized
+// one in time was in its ring before the synthesized one was written
+// (the kernel writes it under the mmap write lock, the programs read
+// under the read lock), so deliver, handing the live records over
+// first, has it in the deduper before the generation judges the
+// synthesized one.
+func (r *rings) drainInto(rd *round) error {
+	rd.reset()
+	if err := r.drain(r.out, rd.addOut); err != nil {
+		return err
+	}
+	return r.drain(r.live, rd.addLive)
+}
+
 // liveFDs returns the descriptors of the side-band events, for poll(2).
 func (r *rings) liveFDs() []int {
 	fds := make([]int, len(r.live))

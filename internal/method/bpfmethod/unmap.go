@@ -75,6 +75,12 @@ var unmapHooks = []struct{ prog, event string }{
 	{synthbpf.SynthProgExitMmap, "sys_exit_mmap"},
 }
 
+// unmapLinks attach the unmap programs to the syscalls' tracepoints
+// (unmapHooks). They own the attachments; Close detaches the programs.
+type unmapLinks struct {
+	links []link.Link
+}
+
 // WatchUnmaps attaches the unmap programs: from then on the live records
 // include a RecordUnmap for each range a process unmaps with munmap(2)
 // or mremap(2), numbered in this process's pid namespace, which a
@@ -82,45 +88,56 @@ var unmapHooks = []struct{ prog, event string }{
 // programs (5.14) or syscall tracepoints (CONFIG_FTRACE_SYSCALLS), or
 // tracefs cannot be mounted; calling it again does nothing.
 func (b *BPF) WatchUnmaps() error {
-	if len(b.unmapLinks) > 0 {
+	if b.unmaps != nil {
 		return nil
 	}
-	if err := mountTracefs(); err != nil {
+	u, err := attachUnmaps(b.lo.objs)
+	if err != nil {
 		return fmt.Errorf("watch unmaps: %w", err)
 	}
-	note, err := b.objs.program(synthbpf.SynthProgNoteReader)
+	b.unmaps = u
+	return nil
+}
+
+// attachUnmaps attaches the unmap programs of objs, having noted this
+// process's pid namespace for them.
+func attachUnmaps(objs *objects) (*unmapLinks, error) {
+	if err := mountTracefs(); err != nil {
+		return nil, err
+	}
+	note, err := objs.program(synthbpf.SynthProgNoteReader)
 	if err == nil {
 		_, err = note.Run(&ebpf.RunOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("watch unmaps: note this process's pid namespace: %w", err)
+		return nil, fmt.Errorf("note this process's pid namespace: %w", err)
 	}
-	var links []link.Link
+	u := &unmapLinks{}
 	for _, h := range unmapHooks {
-		prog, err := b.objs.program(h.prog)
+		prog, err := objs.program(h.prog)
 		var l link.Link
 		if err == nil {
 			l, err = link.Tracepoint("syscalls", h.event, prog, nil)
 		}
 		if err != nil {
-			for _, l := range links {
-				l.Close()
-			}
-			return fmt.Errorf("watch unmaps: attach to syscalls:%s: %w", h.event, err)
+			u.Close()
+			return nil, fmt.Errorf("attach to syscalls:%s: %w", h.event, err)
 		}
-		links = append(links, l)
+		u.links = append(u.links, l)
 	}
-	b.unmapLinks = links
-	return nil
+	return u, nil
 }
 
-// closeUnmaps detaches the unmap programs.
-func (b *BPF) closeUnmaps() error {
+// Close detaches the unmap programs.
+func (u *unmapLinks) Close() error {
+	if u == nil {
+		return nil
+	}
 	var errs []error
-	for _, l := range b.unmapLinks {
+	for _, l := range u.links {
 		errs = append(errs, l.Close())
 	}
-	b.unmapLinks = nil
+	u.links = nil
 	return errors.Join(errs...)
 }
 
@@ -156,11 +173,11 @@ func mountTracefs() error {
 // what they missed.
 func (b *BPF) UnmapMisses() (uint64, error) {
 	var n uint64
-	if err := b.objs.UnmapsMissed.Get(&n); err != nil {
+	if err := b.lo.objs.UnmapsMissed.Get(&n); err != nil {
 		return 0, fmt.Errorf("unmaps missed: %w", err)
 	}
 	for _, h := range unmapHooks {
-		prog, err := b.objs.program(h.prog)
+		prog, err := b.lo.objs.program(h.prog)
 		if err != nil {
 			return 0, err
 		}

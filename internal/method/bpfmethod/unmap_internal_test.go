@@ -82,7 +82,7 @@ func noteEveryThread(t *testing.T, b *BPF, pid int, note *synthbpf.SynthUnmapCal
 			t.Fatal(err)
 		}
 		key := uint64(pid)<<32 | tid
-		if err := b.objs.UnmapCalls.Put(&key, note); err != nil {
+		if err := b.lo.objs.UnmapCalls.Put(&key, note); err != nil {
 			t.Fatal(err)
 		}
 	}

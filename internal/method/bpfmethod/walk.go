@@ -2,16 +2,15 @@ package bpfmethod
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 	"time"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/cilium/ebpf"
 
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/assemble"
-	"github.com/synth-dev/synth/internal/buildid"
+	"github.com/synth-dev/synth/internal/bpfiter"
 	"github.com/synth-dev/synth/internal/config"
 	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
@@ -28,383 +27,147 @@ const (
 	synthBatchBytes = int(synthbpf.SynthSynthLimitSYNTH_BATCH)
 )
 
-// walkLimits splits half a ring between the two things one paced read
-// may put into it: the records of the objects before the read's budget
-// ran out (budget pacing bytes' worth), and the last object's, which is
-// at most a chunk plus the batch it found not yet flushed (less than two
-// SYNTH_BATCH). A chunk's pacing bytes must also fit in the iterator's
-// 32 KiB seq_file next to the budget, or the kernel would replay the
-// object, and the program emit it twice.
-func walkLimits(ringBytes int) (chunk uint32, budget int) {
-	half := ringBytes / 2
-	budget = min(half/4/paceUnit, 16<<10)
-	c := half - budget*paceUnit - 2*synthBatchBytes
-	return uint32(min(c, 512<<10)), budget
-}
-
-// walkHold keeps the MMAP2 records of the maple walk per process until
-// the process's walk is known to hold, and until their build IDs are
-// known. Records are copied into fixed blocks, reused from dump to dump,
-// so that holding a large dump moves no memory around.
-type walkHold struct {
-	d        *assemble.Assembler
-	blocks   [][]byte
-	used     int // blocks in use; the last one is being filled
-	procs    map[uint32][]holdLoc
-	curPid   uint32                          // the process keep adds to, and its list not yet
-	cur      []holdLoc                       // in procs (see putCur)
-	others   map[fileIdent][]buildid.Mapping // see mappingsOf; nil until asked
-	order    []uint32                        // pids of procs, ascending, for flushSome
-	pi, ri   int                             // flushSome's place: in order, and in its records
-	resume   []int                           // processes whose walk goes on in another chunk
-	fallback []int                           // processes to read again with the iterator
-	invalid  int
-	closed   map[uint32]struct{} // processes whose walk ended, and held
-	seen     map[uint32]struct{} // processes with a walk record in the pass being read
-	fault    faultAt             // tests: see injectFault
-	pending  func([]byte) error  // takes SYNTH_RECORD_PENDING records
-}
-
-// holdBlock is the size of a block of held records.
-const holdBlock = 1 << 20
-
-// maxTrailer bounds a sample_id_all trailer: every field of it.
-const maxTrailer = 6 * 8
-
-// A record is at most a whole struct synth_mmap2 long, with its trailer.
-var _ = [holdBlock - maxRecordBytes - maxTrailer]struct{}{}
-
-// newBlock returns an empty block of holdBlock bytes, mapped and
-// populated at once (MAP_POPULATE): filling a block of the Go heap took
-// a page fault for every 4 KiB of records, some 3,000 in the first dump
-// of 500k VMAs, which made it twice as long as the later ones.
-func newBlock() []byte {
-	b, err := unix.Mmap(-1, 0, holdBlock, unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
-	if err != nil {
-		return make([]byte, 0, holdBlock) // the heap will do
-	}
-	return b[:0]
-}
-
-// release unmaps the hold's blocks. The hold is empty after it.
-func (h *walkHold) release() {
-	for _, b := range h.blocks {
-		unix.Munmap(b[:cap(b)]) // EINVAL for a block of the heap: nothing to do
-	}
-	h.blocks, h.used = nil, 0
-	clear(h.procs)
-}
-
-// holdLoc is where a held record is: a block and a range in it.
-type holdLoc struct {
-	blk    int32
-	off, n uint32
-}
-
-func newWalkHold() *walkHold {
-	return &walkHold{procs: make(map[uint32][]holdLoc), closed: make(map[uint32]struct{}),
-		seen: make(map[uint32]struct{})}
-}
-
-// reset empties the hold for the dump d, keeping its blocks.
-func (h *walkHold) reset(d *assemble.Assembler) {
-	h.d, h.used, h.invalid, h.cur, h.others, h.curPid = d, 0, 0, nil, nil, 0
-	h.resume, h.fallback = h.resume[:0], h.fallback[:0]
-	clear(h.procs)
-	clear(h.closed)
-	clear(h.seen)
-	if len(h.blocks) > 0 {
-		h.blocks[0] = h.blocks[0][:0]
-		h.used = 1
-	}
-}
-
-func (h *walkHold) bytes(l holdLoc) []byte { return h.blocks[l.blk][l.off : l.off+l.n] }
-
-// add takes a record of dump_tasks, in emission order.
-func (h *walkHold) add(rec []byte) error {
-	switch perfdata.RecordView(rec).Type() {
-	case perfdata.RecordComm, perfdata.RecordFork, perfdata.RecordNamespaces:
-		return h.d.AddTask(rec)
-	case perfdata.RecordMmap2:
-		h.keep(rec)
-	case recordWalk:
-		return h.end(rec)
-	case recordPending:
-		return h.pending(rec)
-	}
-	return nil
-}
-
-func (h *walkHold) keep(rec []byte) {
-	if h.used == 0 || len(h.blocks[h.used-1])+len(rec)+maxTrailer > holdBlock {
-		if h.used == len(h.blocks) {
-			h.blocks = append(h.blocks, newBlock())
-		}
-		h.blocks[h.used] = h.blocks[h.used][:0]
-		h.used++
-	}
-	b := &h.blocks[h.used-1]
-	if pid := perfdata.RecordView(rec).Pid(); pid != h.curPid || h.cur == nil {
-		h.putCur()
-		h.curPid, h.cur = pid, h.procs[pid]
-	}
-	// The record is kept with its sample_id_all trailer (Trailed), so
-	// that writing it out is no further copy.
-	off := len(*b)
-	*b = h.d.AppendTrailer(*b, rec)
-	n := len(*b) - off
-	h.cur = append(h.cur, holdLoc{int32(h.used - 1), uint32(off), uint32(n)})
-}
-
-// putCur stores the list of the process whose records keep is adding:
-// records come process by process, so the map is written once per run.
-func (h *walkHold) putCur() {
-	if h.cur != nil {
-		h.procs[h.curPid] = h.cur
-		h.cur = nil
-	}
-}
-
-// synthWalk is struct synth_walk; the offsets of its fields after the
-// synth_hdr come from the generated layout, as mmap2Next's do.
-type synthWalk = synthbpf.SynthSynthWalk
-
-var (
-	walkHdr    = unsafe.Offsetof(synthWalk{}.Header)
-	walkStatus = int(unsafe.Offsetof(synthWalk{}.Status) - walkHdr)
-	walkSize   = int(unsafe.Sizeof(synthWalk{}) - walkHdr)
+// Bits of synth_flags.
+const (
+	cfgData       = uint32(synthbpf.SynthSynthCfgSYNTH_CFG_DATA)
+	cfgBuildID    = uint32(synthbpf.SynthSynthCfgSYNTH_CFG_BUILDID)
+	cfgNamespaces = uint32(synthbpf.SynthSynthCfgSYNTH_CFG_NAMESPACES)
 )
 
-// end takes the record that closes a process's walk, or a chunk of it.
-func (h *walkHold) end(rec []byte) error {
-	if len(rec) < walkSize {
-		return fmt.Errorf("walk record of %d bytes", len(rec))
+// walker runs the dumps of a method, one at a time: for each, the
+// passes of the maple walk or of the task_vma iterator over the
+// processes (this file), each a paced read of an iterator whose records
+// come out of the rings (pipe.go) into the hold (hold.go), the lock
+// waits of dump_vma (lockwait.go), and the build IDs of the files new
+// to the cache (buildid.go). It keeps the hold from dump to dump, for
+// its memory, and owns it: Close releases it.
+type walker struct {
+	lo    *loaded
+	rings *rings
+	ids   *buildIDs
+	live  *liveSide       // takes the live records of every round
+	opts  config.Resolved // the dump under way's
+	g     *Generation     // the dump under way
+	hold  *walkHold
+	stuck stuckReads // dump_vma reads given up on (see lockwait.go)
+	// readBuf is the bounded buffer iterator reads go through, sized
+	// for the walk (readBudget, walkLimits).
+	readBuf []byte
+	rounds  [2]round // the pipeline's (see pipeline)
+	// prev is the last whole MMAP2 record delivered, and next the one a
+	// short record of the maple walk expands into (see expandNext).
+	prev, next []byte
+	lost       uint64  // synth_lost already accounted for
+	fault      faultAt // tests: see injectFault
+}
+
+func newWalker(lo *loaded, r *rings, ids *buildIDs, live *liveSide) *walker {
+	n := readBudget(r.size)
+	if lo.walk == config.WalkMaple {
+		_, n = walkLimits(r.size)
 	}
-	pid := perfdata.RecordView(rec).Pid()
-	status := hostOrder.Uint32(rec[walkStatus:])
-	status, ok := h.fault.walkEnd(pid, status)
-	if !ok {
+	return &walker{lo: lo, rings: r, ids: ids, live: live, hold: newWalkHold(), readBuf: make([]byte, n)}
+}
+
+// Close releases the hold's blocks.
+func (w *walker) Close() error {
+	if w == nil {
 		return nil
 	}
-	if _, dup := h.seen[pid]; dup {
-		// Walked twice in one pass (its leader exited and a thread
-		// took it over): neither walk is known to be the whole.
-		h.resume = slices.DeleteFunc(h.resume, func(p int) bool { return p == int(pid) })
-		delete(h.closed, pid)
-		h.discard(pid)
-		return nil
+	return w.hold.Close()
+}
+
+// read reads the host for generation g, with the options opts: the
+// kernel maps, then the processes with the walk.
+func (w *walker) read(ctx context.Context, g *Generation, opts config.Resolved) error {
+	w.g, w.opts = g, opts
+	d := g.d
+	if err := w.configure(); err != nil {
+		return err
 	}
-	h.seen[pid] = struct{}{}
-	switch status {
-	case walkDone:
-		h.closed[pid] = struct{}{}
-	case walkMore:
-		h.resume = append(h.resume, int(pid))
-		h.d.Stats.Resumed++
-	case walkInvalid:
-		h.discard(pid)
-	default:
-		return fmt.Errorf("walk record of pid %d: status %d", pid, status)
+	start := time.Now()
+	if !w.opts.NoKernel {
+		if err := d.KernelMaps(w.lo.text); err != nil {
+			return err
+		}
 	}
+	if err := d.BPFPrograms(); err != nil {
+		return err
+	}
+	if err := d.Cgroups(); err != nil {
+		return err
+	}
+	d.Stats.Steps = assemble.Time(d.Stats.Steps, "kernel maps", start)
+	objs := w.lo.objs
+	ran := progTime(objs.loaded()...)
+	if err := w.readHeld(ctx, d); err != nil {
+		return err
+	}
+	d.Stats.Steps = append(d.Stats.Steps, objs.takeSteps()...) // programs loaded on the way
+	d.Stats.ProgramTime = progTime(objs.loaded()...) - ran
+	var lost uint64
+	if err := objs.SynthLost.Get(&lost); err != nil {
+		return fmt.Errorf("read lost count: %w", err)
+	}
+	d.Stats.Lost += lost - w.lost
+	w.lost = lost
 	return nil
 }
 
-// discard drops what the walk of process pid held, to read the whole
-// process again with the iterator.
-func (h *walkHold) discard(pid uint32) {
-	h.putCur()
-	delete(h.procs, pid)
-	h.fallback = append(h.fallback, int(pid))
-	h.invalid++
-}
-
-// drop forgets what the hold has of process pid.
-func (h *walkHold) drop(pid uint32) {
-	h.putCur()
-	delete(h.procs, pid)
-	delete(h.closed, pid)
-}
-
-// dropExiting drops what the iterator read of each of pids that is gone
-// or exiting now. The kernel's task_vma iterator lets go of a process's
-// mmap lock between two reads; a process that exits meanwhile has no mm
-// at the next, and the iterator ends it there, as if its VMAs had all
-// been read. Such a process is written with its threads and no
-// mappings, never with part of them. It returns the processes dropped.
-func (h *walkHold) dropExiting(pids []int) (dropped []uint32) {
-	h.putCur()
-	for _, pid := range pids {
-		if _, ok := h.procs[uint32(pid)]; ok && procfs.Exiting(pid) {
-			h.drop(uint32(pid))
-			dropped = append(dropped, uint32(pid))
+// configure sets the programs' globals for the dump: its generation and
+// what it reads.
+func (w *walker) configure() error {
+	objs := w.lo.objs
+	var flags uint32
+	if w.opts.Data {
+		flags |= cfgData
+	}
+	if !w.opts.NoBuildID {
+		flags |= cfgBuildID
+	}
+	if w.opts.Namespaces {
+		flags |= cfgNamespaces
+		dev, err := procfs.NSDev()
+		if err != nil {
+			return err
+		}
+		if err := objs.SynthNsDev.Set(dev); err != nil {
+			return fmt.Errorf("set namespace device: %w", err)
 		}
 	}
-	return dropped
-}
-
-// lastPid is the process of the last record kept.
-func (h *walkHold) lastPid() uint32 { return h.curPid }
-
-// unclosed sends to the fallback every process with records held whose
-// walk did not end: its last chunk never ran (its resume state was lost)
-// or the record that ended it was lost with its batch. What it holds may
-// be part of its mappings only. One that has exited meanwhile loses its
-// mappings, counted once, as skipped, by the pass that missed it.
-func (h *walkHold) unclosed() {
-	h.putCur()
-	for pid := range h.procs {
-		if _, ok := h.closed[pid]; ok {
-			continue
-		}
-		if unix.Kill(int(pid), 0) == unix.ESRCH {
-			delete(h.procs, pid)
-			continue
-		}
-		h.discard(pid)
+	if err := objs.SynthGen.Set(w.g.gen); err != nil {
+		return fmt.Errorf("set generation: %w", err)
 	}
-}
-
-// addIter takes a record of the task_vma iterator (dump_vma): run over
-// every process with config.WalkIter, or over a process whose maple walk did
-// not hold. It keeps the MMAP2 records; the COMM records repeat what the
-// task pass wrote.
-func (h *walkHold) addIter(rec []byte) error {
-	switch perfdata.RecordView(rec).Type() {
-	case perfdata.RecordMmap2:
-		h.keep(rec)
-	case recordPending:
-		return h.pending(rec)
+	if err := objs.SynthFlags.Set(flags); err != nil {
+		return fmt.Errorf("set flags: %w", err)
 	}
-	return nil
-}
-
-// setBuildIDs rewrites the held MMAP2 records of files whose build ID
-// userspace read after the walk into the build-ID form.
-func (h *walkHold) setBuildIDs(ids map[fileIdent][]byte) {
-	h.putCur()
-	if len(ids) == 0 {
-		return
+	chunk, _ := walkLimits(w.rings.size)
+	if err := objs.ChunkLimit.Set(chunk); err != nil {
+		return fmt.Errorf("set chunk limit: %w", err)
 	}
-	for _, locs := range h.procs {
-		for _, l := range locs {
-			m := perfdata.Mmap2View(h.bytes(l))
-			if m.HasBuildID() {
-				continue
-			}
-			if id, ok := ids[identOf(m)]; ok {
-				m.SetBuildID(id)
-			}
-		}
-	}
-}
-
-// sortPids fixes the order in which flushSome writes the processes:
-// ascending pids, as perf orders them.
-func (h *walkHold) sortPids() {
-	h.putCur()
-	h.order = h.order[:0]
-	for pid := range h.procs {
-		h.order = append(h.order, pid)
-	}
-	slices.Sort(h.order)
-	h.pi, h.ri = 0, 0
-}
-
-// maxOthers bounds the other mappings of a file mappingsOf offers.
-const maxOthers = 8
-
-// mappingsOf returns mappings of the file ident names in the held
-// records, one per process, up to maxOthers. The first call indexes the
-// hold.
-func (h *walkHold) mappingsOf(ident fileIdent) []buildid.Mapping {
-	if h.others == nil {
-		h.putCur()
-		h.others = make(map[fileIdent][]buildid.Mapping)
-		for pid, locs := range h.procs {
-			for _, l := range locs {
-				m := perfdata.Mmap2View(h.bytes(l))
-				id := identOf(m)
-				if m.HasBuildID() || id.ino == 0 {
-					continue
-				}
-				ms := h.others[id]
-				if len(ms) < maxOthers && (len(ms) == 0 || ms[len(ms)-1].Pid != int(pid)) {
-					h.others[id] = append(ms, buildid.Mapping{Pid: int(pid), Start: m.Addr(), End: m.Addr() + m.Len()})
-				}
-			}
-		}
-	}
-	return h.others[ident]
-}
-
-// flushSome hands held records to the dump, about limit bytes of them (0:
-// all), from where the last call stopped. It reports whether all are
-// out.
-func (h *walkHold) flushSome(limit int) (bool, error) {
-	n := 0
-	for ; h.pi < len(h.order); h.pi, h.ri = h.pi+1, 0 {
-		locs := h.procs[h.order[h.pi]]
-		for ; h.ri < len(locs); h.ri++ {
-			if limit > 0 && n >= limit {
-				return false, nil
-			}
-			rec := h.bytes(locs[h.ri])
-			if err := h.d.AddVMA(rec); err != nil {
-				return true, err
-			}
-			n += len(rec)
-		}
-	}
-	return true, nil
-}
-
-// fileIdent is a file as an MMAP2 record of the maj/min/ino form names
-// it.
-type fileIdent struct {
-	maj, min uint32
-	ino, gen uint64
-}
-
-// identOf is the file of an MMAP2 record of the maj/min/ino form.
-func identOf(m perfdata.Mmap2View) fileIdent {
-	var id fileIdent
-	id.maj, id.min, id.ino, id.gen = m.Inode()
-	return id
-}
-
-func identOfKey(k *synthbpf.SynthSynthFileKey) fileIdent {
-	return fileIdent{maj: k.Dev >> 20, min: k.Dev & (1<<20 - 1), ino: k.Ino, gen: uint64(k.Generation)}
+	return objs.LastTid.Set(uint32(0))
 }
 
 // readHeld reads the host's processes with the walk of the options,
 // holding their MMAP2 records, then reads the build IDs of files new to
 // the cache in userspace, from the files, and puts them into the held
-// records. The records are then written by Run.Write.
-func (b *BPF) readHeld(ctx context.Context, d *assemble.Assembler) error {
-	if b.hold == nil {
-		b.hold = newWalkHold()
-	}
-	h := b.hold
+// records. The records are then written by Generation.Write.
+func (w *walker) readHeld(ctx context.Context, d *assemble.Assembler) error {
+	h := w.hold
 	h.reset(d)
-	h.fault = b.fault
-	h.pending = b.startPending
-	if b.early == nil {
-		b.early = make(map[synthbpf.SynthSynthFileKey]struct{})
-	}
-	clear(b.early)
+	h.fault = w.fault
+	h.pending = w.ids.startPending
 	d.Trailed = true
 	// The build IDs' deadline runs from the walk's start: their reads
 	// begin as the walk notes their files.
-	expired, stop := b.ids.Begin()
+	expired, stop := w.ids.begin()
 	defer stop()
 	var err error
 	start := time.Now()
-	if b.walk == config.WalkIter {
-		err = b.readVMAIter(ctx, d, h)
+	if w.lo.walk == config.WalkIter {
+		err = w.readVMAIter(ctx, d, h)
 	} else {
-		err = b.readMaple(ctx, d, h)
+		err = w.readMaple(ctx, d, h)
 	}
 	if err != nil {
 		return err
@@ -412,13 +175,13 @@ func (b *BPF) readHeld(ctx context.Context, d *assemble.Assembler) error {
 	d.Stats.Steps = assemble.Time(d.Stats.Steps, "walk", start)
 	start = time.Now()
 	defer func() { d.Stats.Steps = assemble.Time(d.Stats.Steps, "build IDs", start) }()
-	if !b.opts.NoBuildID {
-		ids, err := b.resolvePending(d, h.mappingsOf, expired)
+	if !w.opts.NoBuildID {
+		ids, err := w.ids.resolvePending(d, h.mappingsOf, expired)
 		if err != nil {
 			return err
 		}
 		h.setBuildIDs(ids)
-		if err := b.countCache(d); err != nil {
+		if err := w.ids.countCache(d); err != nil {
 			return err
 		}
 	}
@@ -429,12 +192,12 @@ func (b *BPF) readHeld(ctx context.Context, d *assemble.Assembler) error {
 // readMaple reads the processes with the maple walk: one pass of
 // dump_tasks over the tasks, more chunks for processes too large for
 // one, and the task_vma iterator for processes whose walk did not hold.
-func (b *BPF) readMaple(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
-	if err := b.pass(ctx, d, b.dumpTasks, b.opts.Pids, h.add); err != nil {
+func (w *walker) readMaple(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
+	if err := w.pass(ctx, d, w.lo.dumpTasks, w.opts.Pids, h.add); err != nil {
 		return err
 	}
-	d.TasksDone(b.opts.Pids)
-	if err := b.resumeWalks(ctx, d, h); err != nil {
+	d.TasksDone(w.opts.Pids)
+	if err := w.resumeWalks(ctx, d, h); err != nil {
 		return err
 	}
 	h.unclosed()
@@ -442,25 +205,25 @@ func (b *BPF) readMaple(ctx context.Context, d *assemble.Assembler, h *walkHold)
 	if len(h.fallback) == 0 {
 		return nil
 	}
-	if err := b.vmaIter(); err != nil {
+	if err := w.lo.vmaIter(); err != nil {
 		return err
 	}
-	if err := b.passEach(ctx, d, b.dumpVMA, h.fallback, h.addIter); err != nil {
+	if err := w.passEach(ctx, d, w.lo.dumpVMA, h.fallback, h.addIter); err != nil {
 		return err
 	}
-	b.forgetReads(h.dropExiting(h.fallback))
+	w.g.forgetReads(h.dropExiting(h.fallback))
 	return nil
 }
 
 // readVMAIter reads the processes with the task_vma iterator: a pass of
 // dump_task for the threads' FORK and COMM records, then one of
 // dump_vma for the MMAP2 records.
-func (b *BPF) readVMAIter(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
-	if err := b.pass(ctx, d, b.dumpTask, b.opts.Pids, d.AddTask); err != nil {
+func (w *walker) readVMAIter(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
+	if err := w.pass(ctx, d, w.lo.dumpTask, w.opts.Pids, d.AddTask); err != nil {
 		return err
 	}
-	live := d.TasksDone(b.opts.Pids)
-	if err := b.vmaPass(ctx, d, h, live); err != nil {
+	live := d.TasksDone(w.opts.Pids)
+	if err := w.vmaPass(ctx, d, h, live); err != nil {
 		return err
 	}
 	h.putCur() // for the list below
@@ -468,75 +231,65 @@ func (b *BPF) readVMAIter(ctx context.Context, d *assemble.Assembler, h *walkHol
 	for pid := range h.procs {
 		pids = append(pids, int(pid))
 	}
-	b.forgetReads(h.dropExiting(pids))
+	w.g.forgetReads(h.dropExiting(pids))
 	return nil
-}
-
-// forgetReads forgets the read times of processes whose records were
-// dropped: the dump did not read them (ReadTimes), so none of their live
-// records is superseded by it.
-func (b *BPF) forgetReads(pids []uint32) {
-	for _, pid := range pids {
-		delete(b.readAt, pid)
-	}
 }
 
 // resumeWalks runs dump_tasks again, in resume mode, over each process
 // whose walk stopped at the chunk limit, until every walk has ended.
-func (b *BPF) resumeWalks(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
+func (w *walker) resumeWalks(ctx context.Context, d *assemble.Assembler, h *walkHold) error {
 	if len(h.resume) == 0 {
 		return nil
 	}
-	if err := b.objs.ResumeMode.Set(uint32(1)); err != nil {
+	objs := w.lo.objs
+	if err := objs.ResumeMode.Set(uint32(1)); err != nil {
 		return fmt.Errorf("set resume mode: %w", err)
 	}
-	defer b.objs.ResumeMode.Set(uint32(0))
+	defer objs.ResumeMode.Set(uint32(0))
 	for len(h.resume) > 0 {
 		pids := h.resume
 		h.resume = nil
-		if err := b.fault.apply(b.objs, pids); err != nil {
+		if err := w.fault.apply(objs, pids); err != nil {
 			return err
 		}
 		clear(h.seen)
-		if err := b.passEach(ctx, d, b.dumpTasks, pids, h.add); err != nil {
+		if err := w.passEach(ctx, d, w.lo.dumpTasks, pids, h.add); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// mmap2Next is struct synth_mmap2_next after its synth_hdr: the short
-// MMAP2 record of the maple walk. Its fields are read by offset from
-// the generated layout, so that the C struct and this reader cannot
-// drift apart.
-type mmap2Next = synthbpf.SynthSynthMmap2Next
-
-var (
-	nextHdr  = unsafe.Offsetof(mmap2Next{}.Header)
-	nextPid  = int(unsafe.Offsetof(mmap2Next{}.Pid) - nextHdr)
-	nextAddr = int(unsafe.Offsetof(mmap2Next{}.Addr) - nextHdr)
-	nextProt = int(unsafe.Offsetof(mmap2Next{}.Prot) - nextHdr)
-	nextSize = int(unsafe.Sizeof(mmap2Next{}) - nextHdr)
-)
-
-// expandNext rebuilds the whole MMAP2 record that a short record stands
-// for, from prev, the MMAP2 record before it in the stream (same process
-// and file), into buf. next is a struct synth_mmap2_next of
-// bpf/synth.h, in the kernel's byte order, as the programs wrote it.
-func expandNext(buf, prev, next []byte) ([]byte, error) {
-	ne := hostOrder
-	if len(next) < nextSize {
-		return nil, fmt.Errorf("short MMAP2 record of %d bytes", len(next))
+// pass runs one iterator program over every task, or over each of pids
+// when the dump is restricted to some processes, feeding its records to
+// add in emission order.
+func (w *walker) pass(ctx context.Context, d *assemble.Assembler, prog *ebpf.Program, pids []int, add func([]byte) error) error {
+	if len(w.opts.Pids) == 0 {
+		return w.runIter(ctx, d, prog, 0, add)
 	}
-	pid := ne.Uint32(next[nextPid:])
-	if len(prev) == 0 || perfdata.Mmap2View(prev).Pid() != pid {
-		return nil, fmt.Errorf("short MMAP2 record of pid %d follows no MMAP2 record of its process", pid)
+	return w.passEach(ctx, d, prog, pids, add)
+}
+
+// passEach runs one iterator program over the threads of each of pids;
+// a process that is gone is skipped.
+func (w *walker) passEach(ctx context.Context, d *assemble.Assembler, prog *ebpf.Program, pids []int, add func([]byte) error) error {
+	for _, pid := range pids {
+		if prog == w.lo.dumpVMA && w.stuck.has(pid) {
+			w.lockedOut(d, pid) // still waiting since an earlier read
+			continue
+		}
+		err := w.runIter(ctx, d, prog, pid, add)
+		if errors.Is(err, bpfiter.ErrNoProcess) {
+			d.Skip(pid)
+			continue
+		}
+		if errors.Is(err, ErrLockWait) {
+			w.lockedOut(d, pid)
+			continue
+		}
+		if err != nil {
+			return err
+		}
 	}
-	buf = append(buf[:0], prev...)
-	m := perfdata.Mmap2View(buf)
-	perfdata.RecordView(buf).SetMisc(perfdata.RecordView(next).Misc())
-	m.SetTask(pid, ne.Uint32(next[nextPid+4:]))
-	m.SetRange(ne.Uint64(next[nextAddr:]), ne.Uint64(next[nextAddr+8:]), ne.Uint64(next[nextAddr+16:]))
-	m.SetProt(ne.Uint32(next[nextProt:]), ne.Uint32(next[nextProt+4:]))
-	return buf, nil
+	return nil
 }

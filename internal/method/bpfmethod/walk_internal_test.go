@@ -134,7 +134,7 @@ func TestBuildIDFromAnotherMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for it := b.objs.BuildIds.Iterate(); it.Next(&key, &id); {
+	for it := b.lo.objs.BuildIds.Iterate(); it.Next(&key, &id); {
 		if key.Ino == fi.Sys().(*syscall.Stat_t).Ino {
 			found = true
 			break
@@ -147,11 +147,11 @@ func TestBuildIDFromAnotherMapping(t *testing.T) {
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.objs.BuildIds.Delete(&key); err != nil {
+	if err := b.lo.objs.BuildIds.Delete(&key); err != nil {
 		t.Fatal(err)
 	}
 	note := synthbpf.SynthSynthPending{Pid: uint32(gone.Process.Pid), Start: 0x10000, End: 0x11000}
-	if err := b.objs.Pending.Put(&key, &note); err != nil {
+	if err := b.lo.objs.Pending.Put(&key, &note); err != nil {
 		t.Fatal(err)
 	}
 	if n := ids(); n != 1 {
