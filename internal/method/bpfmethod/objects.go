@@ -6,8 +6,10 @@ import (
 	"maps"
 	"math/bits"
 	"os"
+	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +26,10 @@ import (
 // objects are the maps and programs of bpf/synth.bpf.c, loaded apart so
 // that one kernel's missing field, helper or kfunc fails only the
 // programs that need it, and a program loads only when a dump runs it.
-// The maps (the global variables' sections among them) load first, and
-// every program then loads against them.
+// The maps a dump's programs use (the global variables' sections among
+// them) load first, and every program then loads against them; a map
+// only other programs use (the unmap programs' unmap_calls) loads with
+// the first of them.
 //
 // What each kernel runs: dump_task needs iter/task (5.8), dump_vma
 // iter/task_vma (5.12) and bpf_d_path in iterators; probe needs syscall programs (5.14) and
@@ -78,9 +82,14 @@ func loadObjects() (*objects, error) {
 	o.spec = spec
 	o.step("BPF object", start)
 	start = time.Now()
-	mapsOnly := spec.Copy()
+	// The loader copies each MapSpec it creates: a shallow copy of spec
+	// will do. The maps that only the unmap programs use are left to
+	// their first load (see load).
+	mapsOnly := *spec
 	mapsOnly.Programs = nil
-	coll, err := ebpf.NewCollectionWithOptions(mapsOnly, ebpf.CollectionOptions{Cache: o.cache})
+	mapsOnly.Maps = maps.Clone(spec.Maps)
+	maps.DeleteFunc(mapsOnly.Maps, func(name string, _ *ebpf.MapSpec) bool { return !eagerMap(spec, name) })
+	coll, err := ebpf.NewCollectionWithOptions(&mapsOnly, ebpf.CollectionOptions{Cache: o.cache})
 	if err != nil {
 		<-kernel
 		return nil, loadError("load BPF maps", err)
@@ -88,7 +97,12 @@ func loadObjects() (*objects, error) {
 	o.step("maps", start)
 	o.shared = maps.Clone(coll.Maps)
 	o.sections = coll
-	err = errors.Join(coll.Assign(&o.SynthMaps), coll.Assign(&o.SynthVariables))
+	err = errors.Join(assignMaps(&o.SynthMaps, o.shared), coll.Assign(&o.SynthVariables))
+	for name := range o.shared {
+		if !strings.HasPrefix(name, ".") {
+			coll.DetachMap(name) // o.SynthMaps closes it
+		}
+	}
 	if kerr := <-kernel; kerr != nil && err == nil {
 		err = fmt.Errorf("read the kernel's BTF: %w", kerr)
 	}
@@ -177,6 +191,9 @@ func (o *objects) load(name string) (*ebpf.Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the kernel's BTF: %w", err)
 	}
+	if err := o.createMaps(ps); err != nil {
+		return nil, err
+	}
 	spec := *o.spec
 	spec.Programs = map[string]*ebpf.ProgramSpec{name: ps}
 	// CO-RE against vmlinux's types alone: the programs relocate only
@@ -197,6 +214,70 @@ func (o *objects) load(name string) (*ebpf.Program, error) {
 	}
 	defer coll.Close()
 	return coll.DetachProgram(name), nil
+}
+
+// dumpPrograms are the programs a dump may load; a map none of them
+// uses is created only when a program that does loads.
+var dumpPrograms = []string{
+	synthbpf.SynthProgProbe, synthbpf.SynthProgDumpTasks, synthbpf.SynthProgDumpTask,
+	synthbpf.SynthProgDumpVma, synthbpf.SynthProgSessionProbe, synthbpf.SynthProgNoteReader,
+}
+
+// eagerMap reports whether the map name of spec loads with the others,
+// before any program: a section of global variables, which userspace
+// sets before the programs run, or a map of a program a dump may load.
+// The others are the unmap programs' (unmap_calls, an LRU hash the
+// kernel preallocates whole), which a one-shot dump never loads.
+func eagerMap(spec *ebpf.CollectionSpec, name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return true
+	}
+	for _, p := range dumpPrograms {
+		if ps := spec.Programs[p]; ps != nil && slices.ContainsFunc(ps.Instructions, func(ins asm.Instruction) bool {
+			return ins.Reference() == name
+		}) {
+			return true
+		}
+	}
+	return false
+}
+
+// createMaps creates the maps ps uses that are not created yet.
+func (o *objects) createMaps(ps *ebpf.ProgramSpec) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, ins := range ps.Instructions {
+		name := ins.Reference()
+		ms := o.spec.Maps[name]
+		if ms == nil || o.shared[name] != nil {
+			continue
+		}
+		m, err := ebpf.NewMap(ms)
+		if err != nil {
+			return loadError("load BPF map "+name, err)
+		}
+		o.shared[name] = m
+		if err := assignMaps(&o.SynthMaps, o.shared); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// assignMaps sets each *ebpf.Map field of the struct to points to
+// (tagged ebpf:"name", as bpf2go writes them) to the map of that name
+// in ms, nil when there is none yet.
+func assignMaps(to any, ms map[string]*ebpf.Map) error {
+	v := reflect.ValueOf(to).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		name, ok := f.Tag.Lookup("ebpf")
+		if !ok || f.Type != reflect.TypeFor[*ebpf.Map]() {
+			return fmt.Errorf("field %s of %s is not a map", f.Name, v.Type())
+		}
+		v.Field(i).Set(reflect.ValueOf(ms[name]))
+	}
+	return nil
 }
 
 // refused is a program the kernel's verifier is made to refuse: tests
