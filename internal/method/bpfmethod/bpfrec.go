@@ -36,17 +36,28 @@ type bpfRecord struct {
 // kernel's live records of the side-band rings too (in liveArena, at
 // liveEnds), for liveSide.pass: a pipelined round is drained on one
 // goroutine and handled on another.
+//
+// The drain, on the reading goroutine between two reads, only copies
+// each sample's RAW data into the arena (addOut): the records in it are
+// unwrapped on the handling goroutine (unwrap), so that the reads wait
+// for one copy per sample, not for a copy and a parse per record.
 type round struct {
 	arena     []byte
-	recs      []bpfRecord
+	raws      []rawSample // the samples' RAW data in arena, in drain order
+	recs      []bpfRecord // unwrapped from raws: see unwrap
 	lost      uint64      // PERF_RECORD_LOST counts seen in the output rings
 	unmaps    []bpfRecord // RecordUnmap records, live ones of the programs
 	liveArena []byte
 	liveEnds  []int
 }
 
+// rawSample is where a sample's RAW data is in a round's arena, and the
+// CPU whose ring held it.
+type rawSample struct{ cpu, off, n int }
+
 func (r *round) reset() {
 	r.arena = r.arena[:0]
+	r.raws = r.raws[:0]
 	r.recs = r.recs[:0]
 	r.unmaps = r.unmaps[:0]
 	r.liveArena = r.liveArena[:0]
@@ -62,7 +73,8 @@ func (r *round) addOut(cpu int, rec []byte) error {
 		if !ok {
 			return fmt.Errorf("cpu %d: BPF sample of %d bytes without its raw data", cpu, len(rec))
 		}
-		return r.addBPF(cpu, raw)
+		r.raws = append(r.raws, rawSample{cpu: cpu, off: len(r.arena), n: len(raw)})
+		r.arena = append(r.arena, raw...)
 	case perfdata.RecordLost:
 		if l := perfdata.LostView(rec); l.Fits() {
 			r.lost += l.Lost()
@@ -78,11 +90,25 @@ func (r *round) addLive(_ int, rec []byte) error {
 	return nil
 }
 
+// unwrap unwraps the records the programs emitted from the samples the
+// drain copied (addOut), once, on the handling goroutine.
+func (r *round) unwrap() error {
+	for _, s := range r.raws {
+		if err := r.addBPF(s.cpu, s.off, s.n); err != nil {
+			return err
+		}
+	}
+	r.raws = r.raws[:0]
+	return nil
+}
+
 // addBPF unwraps the records the programs emitted from a sample's RAW
-// data: one record (the iterators' per-VMA output) or a batch of them
-// (the maple walk), each a struct synth_hdr and a perf record, 8-byte
-// aligned.
-func (r *round) addBPF(cpu int, raw []byte) error {
+// data, the n bytes at off in the arena: one record (the iterators'
+// per-VMA output) or a batch of them (the maple walk), each a struct
+// synth_hdr and a perf record, 8-byte aligned. The records stay where
+// they are in the arena.
+func (r *round) addBPF(cpu, off, n int) error {
+	raw := r.arena[off : off+n]
 	for len(raw) >= hdrSize+recMinSize {
 		rec := raw[hdrSize:]
 		n := perfdata.RecordView(rec).Size()
@@ -93,7 +119,7 @@ func (r *round) addBPF(cpu int, raw []byte) error {
 			seq:  hostOrder.Uint64(raw[hdrSeq:]),
 			gen:  hostOrder.Uint64(raw[hdrGen:]),
 			time: hostOrder.Uint64(raw[hdrTime:]),
-			off:  len(r.arena),
+			off:  off + hdrSize,
 			n:    n,
 		}
 		if perfdata.RecordView(rec).Type() == RecordUnmap {
@@ -101,8 +127,8 @@ func (r *round) addBPF(cpu int, raw []byte) error {
 		} else {
 			r.recs = append(r.recs, br)
 		}
-		r.arena = append(r.arena, rec[:n]...)
-		raw = raw[hdrSize+(n+7)&^7:]
+		step := min(hdrSize+(n+7)&^7, len(raw))
+		raw, off = raw[step:], off+step
 	}
 	// The perf sample pads the raw data to 8 bytes after a u32 size:
 	// at most 4 bytes are left that are no record.

@@ -22,7 +22,8 @@
 //	walk.go      walker.read: the kernel maps, then the walk's passes over the processes
 //	pipe.go      runIter: a paced read of an iterator, the rings drained after each
 //	             (ring.go drainInto, into a round of bpfrec.go); deliver: the round's
-//	             live records to the live side (live.go), then its synthesized ones,
+//	             records unwrapped (bpfrec.go unwrap), its live records to the live
+//	             side (live.go), then its synthesized ones,
 //	             expanded, judged by the Generation (gen.go keep), to the hold
 //	lockwait.go  the task_vma iterator's reads, bounded by Options.ProcMapTimeout
 //	hold.go      walkHold: the MMAP2 records per process, until the walk holds

@@ -92,6 +92,9 @@ func (b *BPF) DrainLive() (stale int, lost uint64, err error) {
 	if err := b.rings.drainInto(r); err != nil {
 		return 0, 0, err
 	}
+	if err := r.unwrap(); err != nil {
+		return 0, 0, err
+	}
 	if err := b.live.pass(r); err != nil {
 		return 0, 0, err
 	}

@@ -100,7 +100,7 @@ func (w *walker) readIter(ctx context.Context, it io.Reader, prog *ebpf.Program,
 		if err := w.rings.drainInto(r); err != nil {
 			return reads, err
 		}
-		if len(r.recs) == 0 && len(r.liveEnds) == 0 && r.lost == 0 {
+		if len(r.raws) == 0 && len(r.liveEnds) == 0 && r.lost == 0 {
 			// A read that only returned what the last one left in
 			// the seq_file: nothing for the handler.
 			p.free <- r
@@ -181,6 +181,9 @@ func (p *pipeline) stop() error {
 // generation judges them: expanded to whole MMAP2 records, their reads
 // noted, the stale and duplicate ones dropped.
 func (w *walker) deliver(d *assemble.Assembler, r *round, add func([]byte) error) error {
+	if err := r.unwrap(); err != nil {
+		return err
+	}
 	if err := w.live.pass(r); err != nil {
 		return err
 	}
