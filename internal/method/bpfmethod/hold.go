@@ -19,9 +19,14 @@ import (
 // then hands them to the assembler in perf's order (flushSome). The
 // records themselves are in its blocks (holdBlocks).
 type walkHold struct {
-	d        *assemble.Assembler
-	blocks   holdBlocks
-	procs    map[uint32][]holdLoc
+	d      *assemble.Assembler
+	blocks holdBlocks
+	procs  map[uint32][]holdLoc
+	// spare are the lists of procs of the dump before, emptied, by
+	// process: a process's list is grown once, not at every dump (a
+	// host's processes and their sizes change little from one dump to
+	// the next; 500k VMAs grew 5 MB of lists a dump).
+	spare    map[uint32][]holdLoc
 	curPid   uint32                          // the process keep adds to, and its list not yet
 	cur      []holdLoc                       // in procs (see putCur)
 	others   map[fileIdent][]buildid.Mapping // see mappingsOf; nil until asked
@@ -111,15 +116,18 @@ type holdLoc struct {
 }
 
 func newWalkHold() *walkHold {
-	return &walkHold{procs: make(map[uint32][]holdLoc), closed: make(map[uint32]struct{}),
-		seen: make(map[uint32]struct{})}
+	return &walkHold{procs: make(map[uint32][]holdLoc), spare: make(map[uint32][]holdLoc),
+		closed: make(map[uint32]struct{}), seen: make(map[uint32]struct{})}
 }
 
 // reset empties the hold for the dump d, keeping its blocks.
 func (h *walkHold) reset(d *assemble.Assembler) {
 	h.d, h.invalid, h.cur, h.others, h.curPid = d, 0, nil, nil, 0
 	h.resume, h.fallback = h.resume[:0], h.fallback[:0]
-	clear(h.procs)
+	// The lists of the processes of the dump before become the spares;
+	// the spares of a process that dump did not hold go.
+	clear(h.spare)
+	h.procs, h.spare = h.spare, h.procs
 	clear(h.closed)
 	clear(h.seen)
 	h.blocks.reset()
@@ -128,6 +136,7 @@ func (h *walkHold) reset(d *assemble.Assembler) {
 // Close releases the blocks; the hold is empty after it.
 func (h *walkHold) Close() error {
 	clear(h.procs)
+	clear(h.spare)
 	return h.blocks.Close()
 }
 
@@ -152,8 +161,22 @@ func (h *walkHold) keep(rec []byte) {
 	if pid := perfdata.RecordView(rec).Pid(); pid != h.curPid || h.cur == nil {
 		h.putCur()
 		h.curPid, h.cur = pid, h.procs[pid]
+		if h.cur == nil {
+			h.cur = h.takeSpare(pid)
+		}
 	}
 	h.cur = append(h.cur, h.blocks.add(h.d, rec))
+}
+
+// takeSpare returns the emptied list process pid had in the dump before,
+// or nil, and takes it out of the spares: no two lists share an array.
+func (h *walkHold) takeSpare(pid uint32) []holdLoc {
+	l, ok := h.spare[pid]
+	if !ok {
+		return nil
+	}
+	delete(h.spare, pid)
+	return l[:0]
 }
 
 // putCur stores the list of the process whose records keep is adding:
