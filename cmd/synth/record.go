@@ -75,6 +75,16 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		defer cmd.Stop(workloadGrace)
 	}
 	p, err := synth.NewProfiler(r.opts)
+	if errors.Is(err, synth.ErrNoEvent) && r.opts.Event == synth.EventCycles {
+		// As perf record (evsel__fallback): cycles without a PMU
+		// counter is cpu-clock, with the same modifiers, said only
+		// with -v.
+		if r.verbose > 0 {
+			fmt.Fprintln(info, "synth: warning: the cycles event is not supported, falling back to cpu-clock")
+		}
+		r.opts.Event = synth.EventCPUClock
+		p, err = synth.NewProfiler(r.opts)
+	}
 	if err != nil {
 		return fail(stderr, err)
 	}
