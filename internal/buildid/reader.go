@@ -143,8 +143,9 @@ func (r *Reader[K]) Wait(key K, j *Job, expired <-chan struct{}) (Result, bool) 
 
 // ReadAt reads the build ID of the file mapped at m, on device dev, if
 // is says that what the mapping leads to is the file wanted, before and
-// after the read. A file on a filesystem whose reads may never end is
-// read in the helper process.
+// after the read, and the file's times did not change meanwhile. A file
+// on a filesystem whose reads may never end is read in the helper
+// process.
 func (r *Reader[K]) ReadAt(m Mapping, dev procfs.Dev, is func(*mapread.Stat) bool) (Result, bool) {
 	path := mapread.Path(m.Pid, m.Start, m.End)
 	var res mapread.Result
@@ -157,7 +158,7 @@ func (r *Reader[K]) ReadAt(m Mapping, dev procfs.Dev, is func(*mapread.Stat) boo
 		}
 	}
 	// The contents must not have changed while they were read.
-	if !res.Opened || !res.Read || !is(&res.Before) || !is(&res.After) {
+	if !res.Opened || !res.Read || res.Before != res.After || !is(&res.Before) {
 		return Result{}, false
 	}
 	switch uint32(res.FsType) {

@@ -87,7 +87,7 @@ func NewWithRings(opts config.Resolved, rc RingConfig) (*BPF, error) {
 		// Synthesized records are written under the side-band's attr.
 		b.ident = b.rings.live[0].ID()
 	}
-	b.live = newLiveSide(&rc, b.rings, b.dd)
+	b.live = newLiveSide(&rc, b.rings, b.dd, opts.BuildIDWait())
 	b.walk = newWalker(b.lo, b.rings, b.ids, b.live)
 	if err := b.lo.findKernel(opts.NoKernel); err != nil {
 		b.Close()
@@ -122,7 +122,7 @@ func (b *BPF) Close() error {
 		errs = append(errs, b.rings.Close())
 		b.rings = nil
 	}
-	errs = append(errs, b.lo.Close(), b.ids.Close(), b.walk.Close())
+	errs = append(errs, b.lo.Close(), b.ids.Close(), b.live.Close(), b.walk.Close())
 	return errors.Join(errs...)
 }
 

@@ -3,6 +3,7 @@ package bpfmethod
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/synth-dev/synth/internal/dedupe"
 	"github.com/synth-dev/synth/perfdata"
@@ -49,22 +50,26 @@ func (l *liveBuf) add(rec []byte, lr LiveRecord) {
 }
 
 // liveSide is what the side-band's records go through on their way to
-// the Session: their time and task read (classify), the deduper fed
-// while a dump runs, and the buffer TakeLive empties. It owns no
-// resource: the rings it reads are the rings'.
+// the Session: their build IDs read (liveIDs), their time and task read
+// (classify), the deduper fed while a dump runs, and the buffer TakeLive
+// empties. It owns the build IDs' reads; the rings it reads are the
+// rings'.
 type liveSide struct {
 	// The sample_type of the side-band's records and of the sampler's,
 	// and the sampler's ids, to read a live record's time with.
 	st, samplerST uint64
 	samplerIDs    []uint64
-	buildID       bool // the side-band asked for build IDs (see pass)
+	ids           *liveIDs // the MMAP2s' build IDs; nil without them
 	dd            *dedupe.Deduper
 	dumping       bool // a dump runs: live records go to dd too
 	buf           liveBuf
 }
 
-func newLiveSide(rc *RingConfig, r *rings, dd *dedupe.Deduper) *liveSide {
-	l := &liveSide{st: rc.LiveAttr().SampleType, buildID: rc.BuildID, dd: dd}
+func newLiveSide(rc *RingConfig, r *rings, dd *dedupe.Deduper, wait time.Duration) *liveSide {
+	l := &liveSide{st: rc.LiveAttr().SampleType, dd: dd}
+	if rc.BuildID {
+		l.ids = newLiveIDs(wait)
+	}
 	if rc.Sampler != nil {
 		l.samplerST = rc.Sampler.SampleType
 	}
@@ -119,17 +124,34 @@ func (b *BPF) TakeLive() []LiveRecord {
 	return l.recs
 }
 
+// Close stops the build IDs' reads under way.
+func (l *liveSide) Close() error {
+	if l == nil {
+		return nil
+	}
+	return l.ids.Close()
+}
+
 // pass moves the live records a round drained into the buffer and,
 // during a dump, into the deduper: before the round's synthesized
-// records are judged (see rings.drainInto).
+// records are judged (see rings.drainInto). Their MMAP2s are given
+// their build IDs first, so that the deduper compares them as the
+// session hands them out.
 func (l *liveSide) pass(r *round) error {
 	start := 0
 	for _, end := range r.liveEnds {
 		rec := r.liveArena[start:end]
 		start = end
-		if !l.buildID {
-			clearLeakedBuildID(rec)
+		clearLeakedBuildID(rec)
+		if l.ids != nil {
+			l.ids.want(rec)
 		}
+	}
+	l.ids.fill()
+	start = 0
+	for _, end := range r.liveEnds {
+		rec := r.liveArena[start:end]
+		start = end
 		lr, err := l.classify(rec)
 		if err != nil {
 			return err
@@ -154,13 +176,14 @@ func (l *liveSide) pass(r *round) error {
 }
 
 // clearLeakedBuildID takes PERF_RECORD_MISC_MMAP_BUILD_ID off an MMAP2
-// of a side-band that did not ask for build IDs. The kernel sets the bit
-// in the mmap event it shares among every event it reports the mapping
-// to, and does not take it back (perf_event_mmap_output()), so a
-// side-band without build IDs that comes after an event with them (a
-// perf --buildid-mmap, another synth session) gets the bit over a record
-// of the maj/min/ino form, whose device number a reader would then take
-// for a build ID's size. The body is right: only the bit goes.
+// of the side-band, which never asks for build IDs (liveIDs gives them).
+// The kernel sets the bit in the mmap event it shares among every event
+// it reports the mapping to, and does not take it back
+// (perf_event_mmap_output()), so the side-band, served after an event
+// with build IDs (another program's perf record --buildid-mmap), gets
+// the bit over a record of the maj/min/ino form, whose device
+// number a reader would then take for a build ID's size. The body is
+// right: only the bit goes.
 func clearLeakedBuildID(rec []byte) {
 	v := perfdata.RecordView(rec)
 	if v.Type() == perfdata.RecordMmap2 && v.Misc()&perfdata.MiscMmapBuildID != 0 {

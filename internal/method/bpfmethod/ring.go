@@ -36,7 +36,10 @@ type RingConfig struct {
 	// reports, as the dump synthesizes them (config.Resolved.RecordFlags):
 	// non-executable mappings, NAMESPACES, CGROUP.
 	Records uint64
-	BuildID bool // live MMAP2 records in build-ID form
+	// BuildID gives live MMAP2 records their files' build IDs, read in
+	// userspace (liveIDs): the side-band never asks the kernel for them
+	// (see LiveAttr).
+	BuildID bool
 	// LiveScope, when set, narrows the side-band to a target's tasks,
 	// as perf record opens its side-band for one: the kernel then
 	// reports only their records (and the host's KSYMBOL, BPF_EVENT
@@ -82,13 +85,19 @@ func (c *RingConfig) outAttr() perfdata.Attr {
 // LiveAttr is the attr of the side-band events: software dummy events,
 // as `perf record` opens for its side-band, that report every mmap,
 // comm, fork and exit on their CPU.
+//
+// Never with attr.build_id: perf_event_mmap_output() sets
+// PERF_RECORD_MISC_MMAP_BUILD_ID in the mmap event it shares among every
+// event it reports a mapping to, and never clears it (every kernel of
+// the matrix, 6.1 to 7.3), so the events served after one with build IDs
+// (another program's perf record without them) get the bit over the
+// maj/min/ino form, and perf 6.1 aborts reading their records. synth
+// cannot repair another program's file; it reads build IDs itself
+// (liveIDs).
 func (c *RingConfig) LiveAttr() perfdata.Attr {
 	flags := uint64(perfdata.AttrWatermark | perfdata.AttrUseClockID |
 		perfdata.AttrMmap | perfdata.AttrMmap2 | perfdata.AttrComm |
 		perfdata.AttrCommExec | perfdata.AttrTask | perfdata.AttrSampleIDAll | c.Records)
-	if c.BuildID {
-		flags |= perfdata.AttrBuildID
-	}
 	return perfdata.Attr{
 		Type:           perfdata.TypeSoftware,
 		Size:           perfdata.AttrSize,

@@ -56,7 +56,7 @@ func (c *RingConfig) ownerAttr() perfdata.Attr {
 	a := c.LiveAttr()
 	if c.LiveScope != nil {
 		a.Flags &^= perfdata.AttrMmap | perfdata.AttrMmap2 | perfdata.AttrComm | perfdata.AttrCommExec |
-			perfdata.AttrTask | perfdata.AttrMmapData | perfdata.AttrNamespaces | perfdata.AttrBuildID
+			perfdata.AttrTask | perfdata.AttrMmapData | perfdata.AttrNamespaces
 	}
 	return a
 }
