@@ -35,7 +35,9 @@ type Options struct {
 	// files new to the cache, read from the files in userspace; 0 means
 	// DefaultBuildIDTimeout. A file not read in time (its reads block)
 	// is identified by maj/min/ino, counted in Stats.BuildIDTimeouts,
-	// and tried again by the next dump.
+	// and tried again by the next dump. It bounds too how long a
+	// session's drain waits for the build IDs of its live MMAP2
+	// records' files.
 	BuildIDTimeout time.Duration
 	// ProcMapTimeout bounds how long a dump waits for a process's mmap
 	// lock: in the kernel's task_vma iterator, and in the reads of
