@@ -33,12 +33,11 @@ type walkHold struct {
 	order    []uint32                        // pids of procs, ascending, for flushSome
 	pi, ri   int                             // flushSome's place: in order, and in its records
 	resume   []int                           // processes whose walk goes on in another chunk
-	fallback []int                           // processes to read again with the iterator
-	invalid  int
-	closed   map[uint32]struct{} // processes whose walk ended, and held
-	seen     map[uint32]struct{} // processes with a walk record in the pass being read
-	fault    faultAt             // tests: see injectFault
-	pending  func([]byte) error  // takes SYNTH_RECORD_PENDING records
+	fallback []int                           // processes to read again with the iterator: their walks did not hold
+	closed   map[uint32]struct{}             // processes whose walk ended, and held
+	seen     map[uint32]struct{}             // processes with a walk record in the pass being read
+	fault    faultAt                         // tests: see injectFault
+	pending  func([]byte) error              // takes SYNTH_RECORD_PENDING records
 }
 
 // holdBlocks are the memory held records are copied into: fixed
@@ -122,7 +121,7 @@ func newWalkHold() *walkHold {
 
 // reset empties the hold for the dump d, keeping its blocks.
 func (h *walkHold) reset(d *assemble.Assembler) {
-	h.d, h.invalid, h.cur, h.others, h.curPid = d, 0, nil, nil, 0
+	h.d, h.cur, h.others, h.curPid = d, nil, nil, 0
 	h.resume, h.fallback = h.resume[:0], h.fallback[:0]
 	// The lists of the processes of the dump before become the spares;
 	// the spares of a process that dump did not hold go.
@@ -238,7 +237,6 @@ func (h *walkHold) discard(pid uint32) {
 	h.putCur()
 	delete(h.procs, pid)
 	h.fallback = append(h.fallback, int(pid))
-	h.invalid++
 }
 
 // drop forgets what the hold has of process pid.

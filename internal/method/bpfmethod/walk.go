@@ -201,7 +201,7 @@ func (w *walker) readMaple(ctx context.Context, d *assemble.Assembler, h *walkHo
 		return err
 	}
 	h.unclosed()
-	d.Stats.WalksInvalid = h.invalid
+	d.Stats.WalksInvalid = len(h.fallback) // each walk that did not hold
 	if len(h.fallback) == 0 {
 		return nil
 	}
