@@ -194,8 +194,18 @@ func (o *objects) load(name string) (*ebpf.Program, error) {
 	if err := o.createMaps(ps); err != nil {
 		return nil, err
 	}
+	// The collection holds this program and the maps it uses, all of
+	// them replaced by the shared ones: cilium/ebpf creates every map
+	// of a collection that has no replacement, and the variables need
+	// their sections' maps.
 	spec := *o.spec
 	spec.Programs = map[string]*ebpf.ProgramSpec{name: ps}
+	spec.Maps = o.usedMaps(ps)
+	spec.Variables = nil
+	replace := make(map[string]*ebpf.Map, len(spec.Maps))
+	for name := range spec.Maps {
+		replace[name] = o.shared[name]
+	}
 	// CO-RE against vmlinux's types alone: the programs relocate only
 	// against the core kernel's (tasks, mms, VMAs, files, the maple
 	// tree). Left to itself, cilium/ebpf parses the BTF of every loaded
@@ -203,7 +213,7 @@ func (o *objects) load(name string) (*ebpf.Program, error) {
 	// kernel's hundred modules make dear.
 	coll, err := ebpf.NewCollectionWithOptions(&spec, ebpf.CollectionOptions{
 		Cache:           o.cache,
-		MapReplacements: o.shared,
+		MapReplacements: replace,
 		Programs:        ebpf.ProgramOptions{KernelTypes: kernel},
 	})
 	if err != nil {
@@ -240,6 +250,17 @@ func eagerMap(spec *ebpf.CollectionSpec, name string) bool {
 		}
 	}
 	return false
+}
+
+// usedMaps returns the specs of the maps ps uses, by name.
+func (o *objects) usedMaps(ps *ebpf.ProgramSpec) map[string]*ebpf.MapSpec {
+	used := make(map[string]*ebpf.MapSpec)
+	for _, ins := range ps.Instructions {
+		if ms := o.spec.Maps[ins.Reference()]; ms != nil {
+			used[ins.Reference()] = ms
+		}
+	}
+	return used
 }
 
 // createMaps creates the maps ps uses that are not created yet.
