@@ -1,0 +1,41 @@
+// Package kcache keeps on disk synth's BPF programs as linked against
+// the running kernel, so that the next synth on the same kernel loads
+// them without reading the kernel's BTF.
+//
+// Linking a program against a kernel (CO-RE relocation of its field
+// offsets and type IDs, the kernel's BTF IDs of the kfuncs it calls and
+// of the iterator it attaches to) needs the kernel's types, and
+// cilium/ebpf reads them by parsing /sys/kernel/btf/vmlinux whole: the
+// longest step of a one-shot synth dump. What linking yields depends on
+// two things only, the BPF object and the kernel's build, so it is kept
+// keyed on both: the SHA-256 of the object, the kernel's GNU build ID
+// (the NT_GNU_BUILD_ID note of /sys/kernel/notes), and the size of
+// /sys/kernel/btf/vmlinux. Nothing that depends on the boot is kept:
+// the kernel text's bounds, which KASLR moves, are found by the probe
+// program at every run, loaded from here like the others.
+//
+// A Program is the instruction stream as the kernel is given it, with
+// the map file descriptors of its map loads zeroed (the loader writes
+// this run's), and the BTF ID of its attach target.
+//
+// The file is DIR/programs-HASH (DIR is DefaultDir, HASH the first 16
+// hex digits of the object's SHA-256: two synth builds keep apart
+// files): magic, version, the key, the programs, and the SHA-256 of all
+// that. Load checks each before it returns anything: a file that is
+// missing, short, long, of another version, of another kernel or
+// object, whose checksum fails, or whose sizes pass the caps (MaxSize,
+// MaxPrograms) is a miss (an error wrapping ErrMiss), and the caller
+// links the programs as if there were no cache. Store writes a
+// temporary file in DIR and renames it into place, so a reader sees the
+// old file or the new one, never half of one; a store that fails (a
+// read-only or full disk) costs the caller nothing but the store.
+//
+// Trust: the directory is root's. Open creates it with mode 0700 and
+// refuses one that is not a directory owned by the effective user with
+// no group or other access; Load refuses a file that is not a regular
+// file owned by that user that others can write. A program that another
+// user could change would run in the kernel. The kernel's verifier
+// checks whatever is loaded, so a wrong entry can fail a load (the
+// caller then links afresh) but not crash the kernel; synth keeps a
+// cache only when it runs as root (euid 0).
+package kcache
