@@ -61,6 +61,11 @@ type Options struct {
 	// record; 0 means DefaultSampleType. It must match the attr the
 	// records are written under (see Options.Attr).
 	SampleType uint64
+	// NoBTFCache makes the BPF method link its programs against the
+	// running kernel's BTF at every load, without reading or writing
+	// the kernel cache (/var/cache/synth) where, run as root, it keeps
+	// them linked between runs, keyed on the kernel's build ID.
+	NoBTFCache bool
 }
 
 // Defaults and limits of Options.
@@ -161,12 +166,12 @@ type Resolved struct {
 // WithLoaded returns r with the fields a method takes when it loads
 // taken from loaded, the options it loaded with: NoKernel (the kernel
 // text is read then), BuildIDTimeout (its build-ID reader), NoLive,
-// Walk and RingPages (the programs and rings). A method reads every
+// Walk, RingPages and NoBTFCache (the programs and rings). A method reads every
 // other field, the processes and which records the dumps write, at
 // each dump: its SetOptions may change them between dumps.
 func (r Resolved) WithLoaded(loaded Resolved) Resolved {
 	r.NoKernel, r.BuildIDTimeout, r.NoLive = loaded.NoKernel, loaded.BuildIDTimeout, loaded.NoLive
-	r.Walk, r.RingPages = loaded.Walk, loaded.RingPages
+	r.Walk, r.RingPages, r.NoBTFCache = loaded.Walk, loaded.RingPages, loaded.NoBTFCache
 	return r
 }
 

@@ -48,7 +48,8 @@ type objects struct {
 	loading  sync.Mutex           // held while a program loads (see program)
 	mu       sync.Mutex           // guards progs and steps
 	progs    map[string]progLoad
-	steps    []config.Step // what loading took, until a dump takes them
+	steps    []config.Step   // what loading took, until a dump takes them
+	linked   *linkedPrograms // nil without the kernel cache
 }
 
 // progLoad is the outcome of one program's load.
@@ -58,17 +59,23 @@ type progLoad struct {
 }
 
 // loadObjects loads the maps and variables; programs load with program.
-// The kernel's BTF, which every program's load needs, is parsed on a
-// goroutine of its own meanwhile.
-func loadObjects() (*objects, error) {
+// With a kernel cache in cacheDir ("": none) that has the programs
+// linked against this kernel, they load from it; else the kernel's
+// BTF, which linking them needs, is parsed on a goroutine of its own
+// meanwhile.
+func loadObjects(cacheDir string) (*objects, error) {
 	o := &objects{cache: btf.NewCache(), progs: make(map[string]progLoad)}
 	kernel := make(chan error, 1)
-	go func() {
-		start := time.Now()
-		_, err := o.cache.Kernel()
-		o.step("kernel BTF", start)
-		kernel <- err
-	}()
+	if o.linked = openLinked(cacheDir); o.linked.empty() {
+		go func() {
+			start := time.Now()
+			_, err := o.cache.Kernel()
+			o.step("kernel BTF", start)
+			kernel <- err
+		}()
+	} else {
+		kernel <- nil // parsed by the first load the cache cannot serve
+	}
 	start := time.Now()
 	spec, err := synthbpf.LoadSynth()
 	if err != nil {
@@ -185,14 +192,17 @@ func (o *objects) load(name string) (*ebpf.Program, error) {
 	if r := refused.Load(); r != nil && *r == name {
 		ps = refusedProgram(ps)
 	}
+	if err := o.createMaps(ps); err != nil {
+		return nil, err
+	}
+	if p := o.loadCached(name, ps); p != nil {
+		return p, nil
+	}
 	start := time.Now()
 	defer o.step(name, start)
 	kernel, err := o.cache.Kernel()
 	if err != nil {
 		return nil, fmt.Errorf("read the kernel's BTF: %w", err)
-	}
-	if err := o.createMaps(ps); err != nil {
-		return nil, err
 	}
 	// The collection holds this program and the maps it uses, all of
 	// them replaced by the shared ones: cilium/ebpf creates every map
@@ -223,7 +233,11 @@ func (o *objects) load(name string) (*ebpf.Program, error) {
 		return nil, &ProgramError{Program: name, Err: err}
 	}
 	defer coll.Close()
-	return coll.DetachProgram(name), nil
+	p := coll.DetachProgram(name)
+	if ps == o.spec.Programs[name] { // not a refused one
+		o.linked.keep(o.spec, name, kernel, p)
+	}
+	return p, nil
 }
 
 // dumpPrograms are the programs a dump may load; a map none of them

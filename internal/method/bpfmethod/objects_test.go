@@ -12,7 +12,7 @@ import (
 // them to load creates it, and the others share it.
 func TestLazyMaps(t *testing.T) {
 	testenv.Root(t)
-	o, err := loadObjects()
+	o, err := loadObjects("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestLoadMakesNoMap(t *testing.T) {
 	}
 	var gaps []ebpf.MapID
 	for range 20 {
-		o, err := loadObjects()
+		o, err := loadObjects("")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ import (
 // logged, to hold the programs' verification cost from kernel to kernel.
 func TestProgramsVerify(t *testing.T) {
 	testenv.Root(t)
-	o, err := loadObjects()
+	o, err := loadObjects("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,151 @@
+package bpfmethod
+
+import (
+	"crypto/sha256"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+
+	synthbpf "github.com/synth-dev/synth/bpf"
+	"github.com/synth-dev/synth/internal/kcache"
+)
+
+// kcacheDir is where the programs linked against the running kernel are
+// kept (see internal/kcache); tests point it elsewhere.
+var kcacheDir = kcache.DefaultDir
+
+// cacheDir is the kernel cache's directory for a method loaded with
+// noCache (Options.NoBTFCache): none when asked, or when synth does not
+// run as root, whose directory it is.
+func cacheDir(noCache bool) string {
+	if noCache || os.Geteuid() != 0 {
+		return ""
+	}
+	return kcacheDir
+}
+
+// objectKey is what the kernel cache keys the object on: its SHA-256,
+// and the version of cilium/ebpf that links it, which a later one may
+// do otherwise.
+var objectKey = sync.OnceValue(func() [32]byte {
+	h := sha256.New()
+	obj := synthbpf.SynthHash()
+	h.Write(obj[:])
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/cilium/ebpf" {
+				h.Write([]byte(d.Version))
+			}
+		}
+	}
+	return [32]byte(h.Sum(nil))
+})
+
+// linkedPrograms are the object's programs as linked against the
+// running kernel, from the kernel cache and for it. A nil
+// *linkedPrograms has none and keeps none.
+type linkedPrograms struct {
+	c     *kcache.Cache
+	key   kcache.Key
+	mu    sync.Mutex
+	progs map[string]kcache.Program
+	// missed says why the cache had nothing (for synth dump -v), or why
+	// an entry was dropped; nil when it served.
+	missed error
+}
+
+// openLinked returns the programs of the cache in dir for this kernel
+// and object; nil when dir is "" or the kernel has no key (no build ID
+// or no BTF). A cache that cannot be read is empty.
+func openLinked(dir string) *linkedPrograms {
+	if dir == "" {
+		return nil
+	}
+	key, err := kcache.CurrentKey(objectKey())
+	if err != nil {
+		return nil
+	}
+	c, err := kcache.Open(dir)
+	if err != nil {
+		return nil
+	}
+	l := &linkedPrograms{c: c, key: key}
+	l.progs, l.missed = c.Load(key)
+	if l.progs == nil {
+		l.progs = make(map[string]kcache.Program)
+	}
+	return l
+}
+
+// empty reports whether l has no program to load.
+func (l *linkedPrograms) empty() bool {
+	if l == nil {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.progs) == 0
+}
+
+// get returns the program name as linked, if l has it.
+func (l *linkedPrograms) get(name string) (kcache.Program, bool) {
+	if l == nil {
+		return kcache.Program{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, ok := l.progs[name]
+	return p, ok
+}
+
+// drop forgets the program name, which failed to load for why: the
+// next keep of it replaces the file's.
+func (l *linkedPrograms) drop(name string, why error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.progs, name)
+	l.missed = why
+}
+
+// keep links the program name of spec against kernel and, if that is
+// the program p cilium/ebpf loaded, stores it in the cache. It never
+// fails: a program not kept is linked again by the next synth.
+func (l *linkedPrograms) keep(spec *ebpf.CollectionSpec, name string, kernel *btf.Spec, p *ebpf.Program) {
+	if l == nil {
+		return
+	}
+	insns, attach, err := linkProgram(spec, spec.Programs[name], kernel)
+	if err != nil {
+		return
+	}
+	code, err := linkedCode(insns, spec.Programs[name].ByteOrder, p)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.progs[name] = kcache.Program{Code: code, AttachID: attach}
+	_ = l.c.Store(l.key, l.progs) // a cache not written is one the next synth misses
+}
+
+// loadCached loads the program name from the kernel cache, or returns
+// nil when the cache does not have it or its load fails (the caller
+// then links it afresh, and keeps that).
+func (o *objects) loadCached(name string, ps *ebpf.ProgramSpec) *ebpf.Program {
+	l, ok := o.linked.get(name)
+	if !ok || ps != o.spec.Programs[name] {
+		return nil
+	}
+	start := time.Now()
+	p, err := loadLinked(ps, l, o.shared)
+	if err != nil {
+		o.linked.drop(name, err)
+		return nil
+	}
+	o.step(name+" (cached)", start)
+	return p
+}
