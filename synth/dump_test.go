@@ -248,12 +248,17 @@ var everything = testproc.Spec{
 	Threads: []string{"synth-a", "synth b worker"},
 }
 
+// The test process's mappings, COMMs and FORKs are as /proc shows them,
+// with the programs linked against the kernel's BTF (NoBTFCache) and
+// loaded from the kernel cache (which the first filled, where the
+// kernel has a build ID).
 func TestDumpMatchesProc(t *testing.T) {
 	testenv.Root(t)
 	p := testproc.StartT(t, everything)
-	for _, data := range []bool{false, true} {
-		t.Run(fmt.Sprintf("data=%v", data), func(t *testing.T) {
-			d := runDump(t, synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: data})
+	for _, tc := range []struct{ data, noCache bool }{{false, true}, {true, true}, {false, false}, {true, false}} {
+		t.Run(fmt.Sprintf("data=%v/no-btf-cache=%v", tc.data, tc.noCache), func(t *testing.T) {
+			data := tc.data
+			d := runDump(t, synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: data, NoBTFCache: tc.noCache})
 			checkProc(t, p, d, data)
 			if n := len(d.of(p.Pid)); data && n < 5000 {
 				t.Errorf("only %d mappings with --data, want >= 5000", n)

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"github.com/synth-dev/synth/internal/config"
+	"github.com/synth-dev/synth/internal/kcache"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/internal/procfs"
 )
@@ -48,6 +49,10 @@ const (
 	// mmap lock when Options.ProcMapTimeout is 0: perf record's
 	// --proc-map-timeout default.
 	DefaultProcMapTimeout = config.DefaultProcMapTimeout
+	// KernelCacheDir is where the BPF method, run as root, keeps its
+	// programs linked against the running kernel, unless
+	// Options.NoBTFCache.
+	KernelCacheDir = kcache.DefaultDir
 )
 
 // Walk is how the BPF method reads each process's VMAs (Options.Walk,

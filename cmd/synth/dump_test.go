@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -112,18 +113,35 @@ func TestDumpMinRing(t *testing.T) {
 
 // synth dump -v says where the time went: for bpf the loading's steps
 // (the kernel's BTF, each program) and the dump's, for procmaps the
-// dump's; every step with a time in milliseconds.
+// dump's; every step with a time in milliseconds. With the kernel cache
+// (root's, filled by the run before), the programs load from it, named
+// so, and the kernel's BTF is not read.
 func TestDumpVerbose(t *testing.T) {
 	testenv.Root(t)
+	_, errNotes := os.Stat("/sys/kernel/notes")
+	_, errBTF := os.Stat("/sys/kernel/btf/vmlinux")
 	for _, tc := range []struct {
-		method string
-		want   []string
+		name    string
+		args    []string
+		want    []string
+		notWant []string
 	}{
-		{"bpf", []string{"BPF object", "kernel BTF", "maps", "probe", "walk", "write"}},
-		{"procmaps", []string{"kernel maps", "processes"}},
+		{"bpf", []string{"--method", "bpf", "--no-btf-cache"},
+			[]string{"BPF object", "kernel BTF", "maps", "probe", "walk", "write"}, []string{"probe (cached)"}},
+		{"bpf cached", []string{"--method", "bpf"},
+			[]string{"BPF object", "maps", "probe (cached)", "walk", "write"}, []string{"kernel BTF", "probe"}},
+		{"procmaps", []string{"--method", "procmaps"}, []string{"kernel maps", "processes"}, nil},
 	} {
-		t.Run(tc.method, func(t *testing.T) {
-			r := runCmd(t, exec.Command(synthBin, "dump", "-v", "--method", tc.method, "-o", filepath.Join(t.TempDir(), "perf.data")))
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "bpf cached" {
+				if errNotes != nil || errBTF != nil {
+					t.Skipf("no kernel cache on this kernel: %v %v", errNotes, errBTF)
+				}
+				// The first run fills the cache where it was empty.
+				runCmd(t, exec.Command(synthBin, "dump", "--method", "bpf", "-o", filepath.Join(t.TempDir(), "perf.data")))
+			}
+			args := append(append([]string{"dump", "-v"}, tc.args...), "-o", filepath.Join(t.TempDir(), "perf.data"))
+			r := runCmd(t, exec.Command(synthBin, args...))
 			if r.code != 0 {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
@@ -150,18 +168,28 @@ func TestDumpVerbose(t *testing.T) {
 					t.Errorf("no step %q in %q", name, line)
 				}
 			}
+			for _, name := range tc.notWant {
+				if steps[name] {
+					t.Errorf("step %q in %q", name, line)
+				}
+			}
 			// The walk's program is loaded; the task_vma iterator's only
 			// for the iterator walk, or for a process the maple walk
 			// read again with it.
+			for name := range steps {
+				if p, ok := strings.CutSuffix(name, " (cached)"); ok {
+					steps[p] = true
+				}
+			}
 			maple := strings.Contains(r.stderr, "(walk maple)")
 			switch {
-			case tc.method != "bpf":
+			case tc.args[1] != "bpf":
 			case maple && !steps["dump_tasks"], !maple && !steps["dump_vma"]:
 				t.Errorf("no step of the walk's program in %q", line)
 			case maple && steps["dump_vma"] && strings.Contains(r.stderr, " 0 processes read again"):
 				t.Errorf("dump_vma loaded, and no process read with it: %q", line)
 			}
-			if tc.method == "bpf" && maple && !strings.Contains(r.stderr, "synth: maple walk: ") {
+			if tc.args[1] == "bpf" && maple && !strings.Contains(r.stderr, "synth: maple walk: ") {
 				t.Errorf("no maple walk counts in:\n%s", r.stderr)
 			}
 		})

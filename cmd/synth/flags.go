@@ -224,6 +224,8 @@ func (c *cmdLine) addCommon(cf *commonFlags, opts *synth.Options, what, outUsage
 	fs.IntVarP(&opts.RingPages, "mmap-pages", "m", 0,
 		fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d; also --ring-pages)", synth.MinRingPages, synth.DefaultRingPages))
 	c.alias("ring-pages", "mmap-pages")
+	fs.BoolVar(&opts.NoBTFCache, "no-btf-cache", false,
+		"bpf method: link the programs against the kernel's BTF instead of loading them linked from "+synth.KernelCacheDir+" (not -N, perf's build-ID cache)")
 	fs.CountVarP(&cf.verbose, "verbose", "v", "say more: where the time went")
 }
 

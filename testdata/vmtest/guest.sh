@@ -64,7 +64,7 @@ chose=$(echo "$out" | sed -n 's/^synth: method \([a-z]*\)\( (walk \([a-z]*\))\)\
 case $suite in
 short)
 	tests="
-internal/method/bpfmethod bpfmethod.test ^(TestProgramsVerify|TestUnmapStaleNote)$
+internal/method/bpfmethod bpfmethod.test ^(TestProgramsVerify|TestUnmapStaleNote|TestKernelCache)$
 cmd/synth/internal/bench/floor floor.test ^(TestFloors)$
 synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|TestTableUnmapsLive)$
 "
@@ -98,7 +98,7 @@ if [ "$(uname -m)" = aarch64 ]; then
 	case $suite in
 	short)
 		tests="
-internal/method/bpfmethod bpfmethod.test ^(TestProgramsVerify|TestUnmapStaleNote)$
+internal/method/bpfmethod bpfmethod.test ^(TestProgramsVerify|TestUnmapStaleNote|TestKernelCache)$
 cmd/synth/internal/bench/floor floor.test ^(TestFloors)$
 synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|TestPageOffsets|TestTableUnmapsLive)$
 "
