@@ -34,7 +34,7 @@ const (
 // SHA-256 of everything before the sum.
 const (
 	magic      = "synthkc\n"
-	version    = 2
+	version    = 3
 	maxBuildID = 64 // the kernel's build ID, padded with zeros
 	offVersion = 8
 	offIDLen   = 12
@@ -65,6 +65,11 @@ type Program struct {
 	// AttachID is the kernel's BTF ID of the attach target (an
 	// iterator's bpf_iter_ function); 0 for a program without one.
 	AttachID uint32
+	// BTF is the program's own BTF as the kernel is given it (its
+	// functions and their types, marshaled for this kernel's BTF
+	// features), and FuncInfo and LineInfo the bpf_func_info and
+	// bpf_line_info records that point into it; all three may be empty.
+	BTF, FuncInfo, LineInfo []byte
 }
 
 // Paths the key is read from; tests point them elsewhere.
@@ -217,27 +222,36 @@ func decode(b []byte, k Key) (map[string]Program, error) {
 }
 
 // decodeProgram decodes the program at the start of b: its name's
-// length (2 bytes) and name, attach ID (4), code's length (4) and code.
-// It returns what follows it.
+// length (2 bytes) and name, attach ID (4), then code, BTF, func info
+// and line info, each its length (4) and bytes. It returns what follows
+// it.
 func decodeProgram(b []byte) (string, Program, []byte, error) {
 	le := binary.LittleEndian
 	if len(b) < 2 {
 		return "", Program{}, nil, errors.New("truncated program")
 	}
 	n := int(le.Uint16(b))
-	if n == 0 || n > maxName || len(b) < 2+n+8 {
+	if n == 0 || n > maxName || len(b) < 2+n+4 {
 		return "", Program{}, nil, errors.New("truncated program name")
 	}
 	name := string(b[2 : 2+n])
 	b = b[2+n:]
 	p := Program{AttachID: le.Uint32(b)}
-	size := le.Uint32(b[4:])
-	b = b[8:]
-	if size == 0 || size%8 != 0 || uint64(size) > uint64(len(b)) {
-		return "", Program{}, nil, fmt.Errorf("program %s: %d bytes of code", name, size)
+	b = b[4:]
+	for _, f := range []*[]byte{&p.Code, &p.BTF, &p.FuncInfo, &p.LineInfo} {
+		if len(b) < 4 || uint64(le.Uint32(b)) > uint64(len(b)-4) {
+			return "", Program{}, nil, fmt.Errorf("program %s: truncated", name)
+		}
+		size := le.Uint32(b)
+		if size > 0 {
+			*f = bytes.Clone(b[4 : 4+size])
+		}
+		b = b[4+size:]
 	}
-	p.Code = bytes.Clone(b[:size])
-	return name, p, b[size:], nil
+	if len(p.Code) == 0 || len(p.Code)%8 != 0 {
+		return "", Program{}, nil, fmt.Errorf("program %s: %d bytes of code", name, len(p.Code))
+	}
+	return name, p, b, nil
 }
 
 // encode returns the file for progs under k.
@@ -265,8 +279,13 @@ func encode(k Key, progs map[string]Program) ([]byte, error) {
 		b = le.AppendUint16(b, uint16(len(name)))
 		b = append(b, name...)
 		b = le.AppendUint32(b, p.AttachID)
-		b = le.AppendUint32(b, uint32(len(p.Code)))
-		b = append(b, p.Code...)
+		for _, f := range [][]byte{p.Code, p.BTF, p.FuncInfo, p.LineInfo} {
+			if len(f) > MaxSize {
+				return nil, fmt.Errorf("program %s: %d bytes", name, len(f))
+			}
+			b = le.AppendUint32(b, uint32(len(f)))
+			b = append(b, f...)
+		}
 	}
 	sum := sha256.Sum256(b)
 	b = append(b, sum[:]...)

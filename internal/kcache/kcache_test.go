@@ -21,7 +21,8 @@ func testKey() Key {
 
 func testPrograms() map[string]Program {
 	return map[string]Program{
-		"dump_tasks": {Code: bytes.Repeat([]byte{0x85, 0, 0, 0, 1, 0, 0, 0}, 3), AttachID: 123456},
+		"dump_tasks": {Code: bytes.Repeat([]byte{0x85, 0, 0, 0, 1, 0, 0, 0}, 3), AttachID: 123456,
+			BTF: []byte{0x9f, 0xeb, 1, 0}, FuncInfo: []byte{0, 0, 0, 0, 1, 0, 0, 0}, LineInfo: []byte{1, 2, 3}},
 		"probe":      {Code: []byte{0x95, 0, 0, 0, 0, 0, 0, 0}},
 	}
 }
@@ -71,7 +72,7 @@ func TestMiss(t *testing.T) {
 		{name: "other object", key: func(k *Key) { k.Object[31] = 1 }},
 		{name: "code changed", file: func(b []byte) []byte { b[len(b)-40] ^= 1; return b }},
 		{name: "magic", file: func(b []byte) []byte { b[0] = 'S'; return b }},
-		{name: "version", file: func(b []byte) []byte { b[offVersion] = 1; return b }},
+		{name: "version", file: func(b []byte) []byte { b[offVersion] = 2; return b }},
 		{name: "short", file: func(b []byte) []byte { return b[:len(b)-1] }},
 		{name: "empty", file: func(b []byte) []byte { return nil }},
 		{name: "long", file: func(b []byte) []byte { return append(b, 0) }},
@@ -80,7 +81,7 @@ func TestMiss(t *testing.T) {
 			return resum(b)
 		}},
 		{name: "code past the end", file: func(b []byte) []byte {
-			le.PutUint32(b[headerSize+2+len("dump_tasks")+4:], 1<<30)
+			le.PutUint32(b[headerSize+2+len("dump_tasks")+4:], 1<<30) // the code's length
 			return resum(b)
 		}},
 		{name: "past MaxSize", file: func(b []byte) []byte { return append(b, make([]byte, MaxSize)...) }},

@@ -140,6 +140,31 @@ func attachID(ps *ebpf.ProgramSpec, kernel *btf.Spec) (uint32, error) {
 	return uint32(id), err
 }
 
+// linked returns ps linked as insns (linkProgram) and attach, as the
+// kernel is given it, if insns are the instructions of the loaded
+// program p; else an error.
+func linked(ps *ebpf.ProgramSpec, insns asm.Instructions, attach uint32, p *ebpf.Program) (kcache.Program, error) {
+	code, err := linkedCode(insns, ps.ByteOrder, p)
+	if err != nil {
+		return kcache.Program{}, err
+	}
+	l := kcache.Program{Code: code, AttachID: attach}
+	// The program's own BTF and the records that point into it, as
+	// cilium/ebpf makes them (prog.go: newProgramWithOptions), for a
+	// kernel that takes them (all since 5.0).
+	var b btf.Builder
+	l.FuncInfo, l.LineInfo, err = btf.MarshalExtInfos(insns, &b)
+	if err != nil {
+		return kcache.Program{}, fmt.Errorf("marshal ext_infos: %w", err)
+	}
+	if !b.Empty() {
+		if l.BTF, err = b.Marshal(nil, btf.KernelMarshalOptions()); err != nil {
+			return kcache.Program{}, fmt.Errorf("marshal BTF: %w", err)
+		}
+	}
+	return l, nil
+}
+
 // linkedCode returns insns as the kernel is given them, with the file
 // descriptor of every map load zero, if they are the instructions of
 // the loaded program p; else an error.
@@ -190,28 +215,26 @@ func loadLinked(ps *ebpf.ProgramSpec, l kcache.Program, maps map[string]*ebpf.Ma
 		}
 		ps.ByteOrder.PutUint32(code[off+4:], uint32(m.FD()))
 	}
-	var b btf.Builder
-	funcs, lines, err := btf.MarshalExtInfos(ps.Instructions, &b)
-	if err != nil {
-		return nil, fmt.Errorf("marshal ext_infos: %w", err)
-	}
-	h, err := btf.NewHandle(&b)
-	if err != nil {
-		return nil, fmt.Errorf("load BTF: %w", err)
-	}
-	defer h.Close()
-	fd, err := loadProgramFD(progLoadAttr{
+	attr := progLoadAttr{
 		ProgType:           uint32(ps.Type),
 		ExpectedAttachType: uint32(ps.AttachType),
 		ProgFlags:          ps.Flags,
 		License:            ps.License,
 		Name:               ps.Name,
 		Insns:              code,
-		BTFFD:              uint32(h.FD()),
-		FuncInfo:           funcs,
-		LineInfo:           lines,
+		FuncInfo:           l.FuncInfo,
+		LineInfo:           l.LineInfo,
 		AttachBTFID:        l.AttachID,
-	})
+	}
+	if len(l.BTF) > 0 {
+		h, err := btf.NewHandleFromRawBTF(l.BTF)
+		if err != nil {
+			return nil, fmt.Errorf("load BTF: %w", err)
+		}
+		defer h.Close()
+		attr.BTFFD = uint32(h.FD())
+	}
+	fd, err := loadProgramFD(attr)
 	if err != nil {
 		return nil, err
 	}

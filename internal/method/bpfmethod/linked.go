@@ -122,13 +122,13 @@ func (l *linkedPrograms) keep(spec *ebpf.CollectionSpec, name string, kernel *bt
 	if err != nil {
 		return
 	}
-	code, err := linkedCode(insns, spec.Programs[name].ByteOrder, p)
+	kept, err := linked(spec.Programs[name], insns, attach, p)
 	if err != nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.progs[name] = kcache.Program{Code: code, AttachID: attach}
+	l.progs[name] = kept
 	_ = l.c.Store(l.key, l.progs) // a cache not written is one the next synth misses
 }
 
