@@ -242,6 +242,9 @@ func printSteps(stderr io.Writer, st synth.Stats) {
 	if len(parts) > 0 {
 		fmt.Fprintf(stderr, "synth: time: %s\n", strings.Join(parts, ", "))
 	}
+	if st.KernelCacheMiss != nil {
+		fmt.Fprintf(stderr, "synth: kernel cache: %v (linked against the kernel's BTF)\n", st.KernelCacheMiss)
+	}
 	if st.Walk == synth.WalkMaple {
 		fmt.Fprintf(stderr, "synth: maple walk: %d chunks resumed, %d processes read again with the iterator (changed while walked)\n",
 			st.Resumed, st.WalksInvalid)

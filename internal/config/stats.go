@@ -60,6 +60,11 @@ type Stats struct {
 	// after it only: the BPF method's object, the kernel's BTF, maps,
 	// each program), then the dump's own phases.
 	Steps []Step
+	// KernelCacheMiss says why the BPF method's kernel cache served none
+	// of the programs loaded before the dump (or why it dropped one):
+	// they were linked against the kernel's BTF. nil when the cache
+	// served them, or was not used (Options.NoBTFCache, not root).
+	KernelCacheMiss error
 	// ProgramTime is how long the BPF method's programs ran in the
 	// kernel during the dump, as the kernel counts it while BPF
 	// statistics are on (sysctl kernel.bpf_stats_enabled=1, or

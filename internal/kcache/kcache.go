@@ -136,7 +136,7 @@ func owned(st os.FileInfo, dir bool) error {
 	}
 	perm := st.Mode().Perm()
 	if dir && perm&0o077 != 0 || !dir && perm&0o022 != 0 {
-		return fmt.Errorf("mode %v: open to others", perm)
+		return fmt.Errorf("mode %#o: open to others", uint32(perm))
 	}
 	return nil
 }

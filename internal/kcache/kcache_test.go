@@ -23,7 +23,7 @@ func testPrograms() map[string]Program {
 	return map[string]Program{
 		"dump_tasks": {Code: bytes.Repeat([]byte{0x85, 0, 0, 0, 1, 0, 0, 0}, 3), AttachID: 123456,
 			BTF: []byte{0x9f, 0xeb, 1, 0}, FuncInfo: []byte{0, 0, 0, 0, 1, 0, 0, 0}, LineInfo: []byte{1, 2, 3}},
-		"probe":      {Code: []byte{0x95, 0, 0, 0, 0, 0, 0, 0}},
+		"probe": {Code: []byte{0x95, 0, 0, 0, 0, 0, 0, 0}},
 	}
 }
 

@@ -158,6 +158,7 @@ func (b *BPF) Start(ctx context.Context, emit, held func(rec []byte) error) (*Ge
 		d.Stats.WalkFallback = b.lo.walkWhy
 	}
 	d.Stats.Steps = append(d.Stats.Steps, b.lo.objs.takeSteps()...) // the loading, for the first dump
+	d.Stats.KernelCacheMiss = b.lo.objs.linked.takeMissed()
 	b.gen++
 	g := &Generation{w: b.walk, d: d, dd: b.dd, gen: b.gen, reads: newReads(MonotonicNow()),
 		dups: b.dd.Duplicates, stale: b.dd.Stale}

@@ -2,6 +2,7 @@ package bpfmethod
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -49,36 +50,54 @@ var objectKey = sync.OnceValue(func() [32]byte {
 // running kernel, from the kernel cache and for it. A nil
 // *linkedPrograms has none and keeps none.
 type linkedPrograms struct {
-	c     *kcache.Cache
+	c     *kcache.Cache // nil: none to keep programs in
 	key   kcache.Key
 	mu    sync.Mutex
 	progs map[string]kcache.Program
 	// missed says why the cache had nothing (for synth dump -v), or why
-	// an entry was dropped; nil when it served.
+	// a program of it was dropped; nil when it served.
 	missed error
 }
 
 // openLinked returns the programs of the cache in dir for this kernel
-// and object; nil when dir is "" or the kernel has no key (no build ID
-// or no BTF). A cache that cannot be read is empty.
+// and object; nil when dir is "". A kernel without a key (no build ID,
+// or no BTF) or a cache that cannot be opened or read has none, and
+// says why in missed.
 func openLinked(dir string) *linkedPrograms {
 	if dir == "" {
 		return nil
 	}
+	l := &linkedPrograms{progs: make(map[string]kcache.Program)}
 	key, err := kcache.CurrentKey(objectKey())
 	if err != nil {
-		return nil
+		l.missed = err
+		return l
 	}
 	c, err := kcache.Open(dir)
 	if err != nil {
-		return nil
+		l.missed = err
+		return l
 	}
-	l := &linkedPrograms{c: c, key: key}
-	l.progs, l.missed = c.Load(key)
-	if l.progs == nil {
-		l.progs = make(map[string]kcache.Program)
+	l.c, l.key = c, key
+	if progs, err := c.Load(key); err != nil {
+		l.missed = err
+	} else {
+		l.progs = progs
 	}
 	return l
+}
+
+// takeMissed returns why the cache served nothing, or dropped a
+// program, once; nil if it did not.
+func (l *linkedPrograms) takeMissed() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.missed
+	l.missed = nil
+	return err
 }
 
 // empty reports whether l has no program to load.
@@ -115,7 +134,7 @@ func (l *linkedPrograms) drop(name string, why error) {
 // the program p cilium/ebpf loaded, stores it in the cache. It never
 // fails: a program not kept is linked again by the next synth.
 func (l *linkedPrograms) keep(spec *ebpf.CollectionSpec, name string, kernel *btf.Spec, p *ebpf.Program) {
-	if l == nil {
+	if l == nil || l.c == nil {
 		return
 	}
 	insns, attach, err := linkProgram(spec, spec.Programs[name], kernel)
@@ -143,7 +162,7 @@ func (o *objects) loadCached(name string, ps *ebpf.ProgramSpec) *ebpf.Program {
 	start := time.Now()
 	p, err := loadLinked(ps, l, o.shared)
 	if err != nil {
-		o.linked.drop(name, err)
+		o.linked.drop(name, fmt.Errorf("%s: %w", name, err))
 		return nil
 	}
 	o.step(name+" (cached)", start)

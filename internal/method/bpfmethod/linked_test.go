@@ -23,8 +23,8 @@ var cachedNames = []string{
 
 // loadTags loads the programs names with a kernel cache in dir and
 // returns the kernel's tag of each that loads, by name, and the steps
-// loading took.
-func loadTags(t *testing.T, dir string, names []string) (map[string]string, []string) {
+// loading took; missed (if not nil) is set to why the cache missed.
+func loadTags(t *testing.T, dir string, names []string, missed ...*error) (map[string]string, []string) {
 	t.Helper()
 	o, err := loadObjects(dir)
 	if err != nil {
@@ -42,6 +42,9 @@ func loadTags(t *testing.T, dir string, names []string) (map[string]string, []st
 			t.Fatal(err)
 		}
 		tags[name] = info.Tag
+	}
+	if len(missed) > 0 {
+		*missed[0] = o.linked.takeMissed()
 	}
 	var steps []string
 	for _, s := range o.takeSteps() {
@@ -186,7 +189,13 @@ func TestKernelCacheFailures(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "kc")
 			loadTags(t, dir, names) // fills it
 			tc.spoil(t, dir, filepath.Join(dir, "programs-"+hex.EncodeToString(key.Object[:8])))
-			got, steps := loadTags(t, dir, names)
+			var missed error
+			got, steps := loadTags(t, dir, names, &missed)
+			if missed == nil {
+				t.Error("the cache missed and did not say why")
+			} else {
+				t.Logf("missed: %v", missed)
+			}
 			for name, tag := range want {
 				if got[name] != tag {
 					t.Errorf("%s: tag %s, want %s", name, got[name], tag)
