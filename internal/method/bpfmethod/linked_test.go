@@ -53,16 +53,6 @@ func loadTags(t *testing.T, dir string, names []string, missed ...*error) (map[s
 	return tags, steps
 }
 
-// cacheFile is the one file of the kernel cache in dir.
-func cacheFile(t *testing.T, dir string) string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "programs-*"))
-	if err != nil || len(files) != 1 {
-		t.Fatalf("cache files %v, %v", files, err)
-	}
-	return files[0]
-}
-
 // The first load with a kernel cache links the programs against the
 // kernel's BTF and keeps them; the next loads each from the cache,
 // without the kernel's BTF, and the kernel is given the same
