@@ -56,7 +56,8 @@ type linkedPrograms struct {
 	progs map[string]kcache.Program
 	// missed says why the cache had nothing (for synth dump -v), or why
 	// a program of it was dropped; nil when it served.
-	missed error
+	missed      error
+	storeFailed bool // missed says a store failed
 }
 
 // openLinked returns the programs of the cache in dir for this kernel
@@ -148,7 +149,10 @@ func (l *linkedPrograms) keep(spec *ebpf.CollectionSpec, name string, kernel *bt
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.progs[name] = kept
-	_ = l.c.Store(l.key, l.progs) // a cache not written is one the next synth misses
+	if err := l.c.Store(l.key, l.progs); err != nil && !l.storeFailed { // the next synth misses it too
+		l.storeFailed = true
+		l.missed = fmt.Errorf("%v; not kept: %w", l.missed, err)
+	}
 }
 
 // loadCached loads the program name from the kernel cache, or returns
