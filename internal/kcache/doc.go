@@ -8,20 +8,22 @@
 // cilium/ebpf reads them by parsing /sys/kernel/btf/vmlinux whole: the
 // longest step of a one-shot synth dump. What linking yields depends on
 // two things only, the BPF object and the kernel's build, so it is kept
-// keyed on both: the SHA-256 of the object, the kernel's GNU build ID
-// (the NT_GNU_BUILD_ID note of /sys/kernel/notes), and the size of
+// keyed on both: a SHA-256 of the object (the caller's; synth's covers
+// the version of cilium/ebpf that links it too), the kernel's GNU build
+// ID (the NT_GNU_BUILD_ID note of /sys/kernel/notes), and the size of
 // /sys/kernel/btf/vmlinux. Nothing that depends on the boot is kept:
 // the kernel text's bounds, which KASLR moves, are found by the probe
 // program at every run, loaded from here like the others.
 //
 // A Program is the instruction stream as the kernel is given it, with
 // the map file descriptors of its map loads zeroed (the loader writes
-// this run's), and the BTF ID of its attach target.
+// this run's), the BTF ID of its attach target, and its own BTF with
+// the func and line info that point into it.
 //
 // The file is DIR/programs-HASH (DIR is DefaultDir, HASH the first 16
-// hex digits of the object's SHA-256: two synth builds keep apart
-// files): magic, version, the key, the programs, and the SHA-256 of all
-// that. Load checks each before it returns anything: a file that is
+// hex digits of Key.Object: two synth builds with different objects
+// keep apart files): magic, version, the key, the programs, and the
+// SHA-256 of all that. Load checks each before it returns anything: a file that is
 // missing, short, long, of another version, of another kernel or
 // object, whose checksum fails, or whose sizes pass the caps (MaxSize,
 // MaxPrograms) is a miss (an error wrapping ErrMiss), and the caller
@@ -35,7 +37,9 @@
 // no group or other access; Load refuses a file that is not a regular
 // file owned by that user that others can write. A program that another
 // user could change would run in the kernel. The kernel's verifier
-// checks whatever is loaded, so a wrong entry can fail a load (the
-// caller then links afresh) but not crash the kernel; synth keeps a
-// cache only when it runs as root (euid 0).
+// checks whatever is loaded, so a damaged entry can fail a load (the
+// caller then links afresh) but not harm the kernel; what it cannot
+// check is that the program is the one synth built, which is what the
+// ownership, the key and the checksum are for. synth keeps a cache only
+// when it runs as root (euid 0).
 package kcache

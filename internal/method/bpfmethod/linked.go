@@ -15,23 +15,21 @@ import (
 	"github.com/synth-dev/synth/internal/kcache"
 )
 
-// kcacheDir is where the programs linked against the running kernel are
-// kept (see internal/kcache); tests point it elsewhere.
-var kcacheDir = kcache.DefaultDir
-
-// cacheDir is the kernel cache's directory for a method loaded with
-// noCache (Options.NoBTFCache): none when asked, or when synth does not
-// run as root, whose directory it is.
+// cacheDir is the kernel cache's directory (see internal/kcache) for a
+// method loaded with noCache (Options.NoBTFCache): none when asked, or
+// when synth does not run as root, whose directory it is. Tests give
+// loadObjects directories of their own.
 func cacheDir(noCache bool) string {
 	if noCache || os.Geteuid() != 0 {
 		return ""
 	}
-	return kcacheDir
+	return kcache.DefaultDir
 }
 
 // objectKey is what the kernel cache keys the object on: its SHA-256,
 // and the version of cilium/ebpf that links it, which a later one may
-// do otherwise.
+// do otherwise. A binary without module information (a test's) keys on
+// the object alone, and so keeps a file of its own.
 var objectKey = sync.OnceValue(func() [32]byte {
 	h := sha256.New()
 	obj := synthbpf.SynthHash()
