@@ -21,9 +21,10 @@ import (
 // kernel can load the program without parsing the kernel's BTF.
 // cilium/ebpf has no way to hand out the instructions it loads, or to
 // load a program given its attach target's BTF ID. What is kept is only
-// ever a copy of what cilium/ebpf loaded: linkProgram runs after cilium/ebpf
-// loaded the program, and its result is kept only if the kernel's tag
-// of that program (a hash of its instructions) is the tag of linkProgram's.
+// ever a copy of what cilium/ebpf loaded: linkProgram runs after
+// cilium/ebpf loaded the program, and its result is kept only if the
+// kernel's tag of that program (a hash of its instructions) is the tag
+// of linkProgram's.
 
 // kfuncCallPoison is the helper number cilium/ebpf calls in place of a
 // weak kfunc the kernel lacks (linker.go: kfuncCallPoisonBase).
@@ -34,9 +35,9 @@ const kfuncCallPoison = 0xdedc0de
 // which the loader builds anew at each load.
 var errLocalTypeID = errors.New("a relocation against a local type ID")
 
-// linkProgram returns ps's instructions, from the collection coll, relocated
-// against kernel, with its kfunc calls pointing at the kernel's kfuncs,
-// and the BTF ID of its attach target.
+// linkProgram returns ps's instructions, from the collection coll,
+// relocated against kernel, with its kfunc calls pointing at the
+// kernel's kfuncs, and the BTF ID of its attach target.
 func linkProgram(coll *ebpf.CollectionSpec, ps *ebpf.ProgramSpec, kernel *btf.Spec) (asm.Instructions, uint32, error) {
 	if ps.ByteOrder == nil {
 		return nil, 0, errors.New("no byte order")
@@ -210,8 +211,11 @@ func loadLinked(ps *ebpf.ProgramSpec, l kcache.Program, maps map[string]*ebpf.Ma
 			continue
 		}
 		m := maps[ins.Reference()]
-		if m == nil || code[off] != byte(ins.OpCode) {
+		switch {
+		case m == nil:
 			return nil, fmt.Errorf("instruction %d: no map %q", iter.Index, ins.Reference())
+		case code[off] != byte(ins.OpCode):
+			return nil, fmt.Errorf("instruction %d: the kept code has no map load there", iter.Index)
 		}
 		ps.ByteOrder.PutUint32(code[off+4:], uint32(m.FD()))
 	}
