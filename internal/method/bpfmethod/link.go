@@ -125,13 +125,19 @@ func linkKfunc(ins *asm.Instruction, name string, kernel *btf.Spec) error {
 }
 
 // attachID returns the BTF ID of ps's attach target: an iterator's
-// bpf_iter_ function; 0 for a program without one.
+// bpf_iter_ function; 0 for a program the kernel is given none (a
+// tracepoint's is a name, used when it is attached). The other targets
+// by BTF ID (fentry and the like, LSM, struct_ops, extensions) are not
+// linked here: bpf/ has none.
 func attachID(ps *ebpf.ProgramSpec, kernel *btf.Spec) (uint32, error) {
 	switch {
 	case ps.AttachTo == "":
 		return 0, nil
-	case ps.Type != ebpf.Tracing || ps.AttachType != ebpf.AttachTraceIter:
+	case ps.Type == ebpf.Tracing && ps.AttachType == ebpf.AttachTraceIter:
+	case ps.Type == ebpf.Tracing, ps.Type == ebpf.LSM, ps.Type == ebpf.StructOps, ps.Type == ebpf.Extension:
 		return 0, fmt.Errorf("attach target %s of a %s program", ps.AttachTo, ps.Type)
+	default:
+		return 0, nil
 	}
 	var fn *btf.Func
 	if err := kernel.TypeByName("bpf_iter_"+ps.AttachTo, &fn); err != nil {

@@ -14,12 +14,18 @@ import (
 )
 
 // cachedNames are the programs the kernel cache is tried with: a dump's
-// (the maple walk's where the kernel can run it) and a Session's unmap
-// programs, each loaded where this kernel loads it.
-var cachedNames = []string{
-	synthbpf.SynthProgProbe, synthbpf.SynthProgDumpTasks, synthbpf.SynthProgDumpTask,
-	synthbpf.SynthProgDumpVma, synthbpf.SynthProgSessionProbe,
-}
+// (the maple walk's where the kernel can run it) and a Session's, its
+// unmap programs among them, each loaded where this kernel loads it.
+var cachedNames = func() []string {
+	names := []string{
+		synthbpf.SynthProgProbe, synthbpf.SynthProgDumpTasks, synthbpf.SynthProgDumpTask,
+		synthbpf.SynthProgDumpVma, synthbpf.SynthProgSessionProbe, synthbpf.SynthProgNoteReader,
+	}
+	for _, h := range unmapHooks {
+		names = append(names, h.prog)
+	}
+	return names
+}()
 
 // loadTags loads the programs names with a kernel cache in dir and
 // returns the kernel's tag of each that loads, by name, and the steps
