@@ -20,17 +20,18 @@
 // this run's), the BTF ID of its attach target, and its own BTF with
 // the func and line info that point into it.
 //
-// The file is DIR/programs-HASH (DIR is DefaultDir, HASH the first 16
-// hex digits of Key.Object: two synth builds with different objects
-// keep apart files): magic, version, the key, the programs, and the
-// SHA-256 of all that. Load checks each before it returns anything: a file that is
-// missing, short, long, of another version, of another kernel or
-// object, whose checksum fails, or whose sizes pass the caps (MaxSize,
-// MaxPrograms) is a miss (an error wrapping ErrMiss), and the caller
-// links the programs as if there were no cache. Store writes a
-// temporary file in DIR and renames it into place, so a reader sees the
-// old file or the new one, never half of one; a store that fails (a
-// read-only or full disk) costs the caller nothing but the store.
+// Each program is a file of its own, DIR/programs-HASH-NAME (DIR is
+// DefaultDir, HASH the first 16 hex digits of Key.Object: two synth
+// builds with different objects keep apart files; NAME the program's):
+// magic, version, the key, the program, and the SHA-256 of all that. A
+// run reads the files of the programs it loads, no other. Load checks
+// each before it returns anything: a file that is missing, short, long,
+// of another version, kernel, object or program, whose checksum fails,
+// or past MaxSize is a miss (an error wrapping ErrMiss), and the caller
+// links the program as if there were no cache. Store writes a temporary
+// file in DIR and renames it into place, so a reader sees the old file
+// or the new one, never half of one; a store that fails (a read-only or
+// full disk) costs the caller nothing but the store.
 //
 // Trust: the directory is root's. Open creates it with mode 0700 and
 // refuses one that is not a directory owned by the effective user with

@@ -8,10 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 
 	"github.com/synth-dev/synth/internal/elfnote"
@@ -25,24 +23,21 @@ const DefaultDir = "/var/cache/synth"
 const (
 	// MaxSize is the largest file Load reads.
 	MaxSize = 4 << 20
-	// MaxPrograms is the most programs a file holds.
-	MaxPrograms = 64
-	maxName     = 64 // bytes of a program's name
+	maxName = 64 // bytes of a program's name
 )
 
-// The file's header (little-endian); the programs follow it, then the
+// The file's header (little-endian); the program follows it, then the
 // SHA-256 of everything before the sum.
 const (
 	magic      = "synthkc\n"
-	version    = 3
+	version    = 4
 	maxBuildID = 64 // the kernel's build ID, padded with zeros
 	offVersion = 8
 	offIDLen   = 12
 	offID      = 16
 	offBTFSize = offID + maxBuildID // 80
 	offObject  = offBTFSize + 8     // 88
-	offCount   = offObject + 32     // 120
-	headerSize = offCount + 4       // 124
+	headerSize = offObject + 32     // 120
 )
 
 // ErrMiss is wrapped by every error of Load that means "no usable
@@ -141,84 +136,93 @@ func owned(st os.FileInfo, dir bool) error {
 	return nil
 }
 
-// path is the file of the entries for object.
-func (c *Cache) path(object [32]byte) string {
-	return filepath.Join(c.dir, "programs-"+hex.EncodeToString(object[:8]))
+// path is the file of the program name for object.
+func (c *Cache) path(object [32]byte, name string) string {
+	return filepath.Join(c.dir, "programs-"+hex.EncodeToString(object[:8])+"-"+name)
 }
 
-// Load returns the programs kept for k, by name. An entry of another
-// kernel or object, or that fails a check, is an error wrapping
-// ErrMiss.
-func (c *Cache) Load(k Key) (map[string]Program, error) {
-	f, err := os.Open(c.path(k.Object))
+// validName reports whether name may name a file of the cache: what
+// the kernel takes as a program's name, and not empty.
+func validName(name string) bool {
+	if name == "" || len(name) > maxName {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return name != "." && name != ".."
+}
+
+// Load returns the program name kept for k. An entry of another kernel
+// or object, or that fails a check, is an error wrapping ErrMiss.
+func (c *Cache) Load(k Key, name string) (Program, error) {
+	if !validName(name) {
+		return Program{}, fmt.Errorf("%w: program name %q", ErrMiss, name)
+	}
+	f, err := os.Open(c.path(k.Object, name))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMiss, err)
+		return Program{}, fmt.Errorf("%w: %w", ErrMiss, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMiss, err)
+		return Program{}, fmt.Errorf("%w: %w", ErrMiss, err)
 	}
 	if err := owned(st, false); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrMiss, f.Name(), err)
+		return Program{}, fmt.Errorf("%w: %s: %w", ErrMiss, f.Name(), err)
 	}
 	if st.Size() > MaxSize {
-		return nil, fmt.Errorf("%w: %s: %d bytes, more than %d", ErrMiss, f.Name(), st.Size(), MaxSize)
+		return Program{}, fmt.Errorf("%w: %s: %d bytes, more than %d", ErrMiss, f.Name(), st.Size(), MaxSize)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMiss, err)
+		return Program{}, fmt.Errorf("%w: %w", ErrMiss, err)
 	}
-	progs, err := decode(b, k)
+	p, err := decode(b, k, name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrMiss, f.Name(), err)
+		return Program{}, fmt.Errorf("%w: %s: %w", ErrMiss, f.Name(), err)
 	}
-	return progs, nil
+	return p, nil
 }
 
-// decode checks b, a whole file, against k and returns its programs.
-func decode(b []byte, k Key) (map[string]Program, error) {
+// decode checks b, a whole file, against k and name and returns its
+// program.
+func decode(b []byte, k Key, name string) (Program, error) {
 	le := binary.LittleEndian
 	if len(b) < headerSize+sha256.Size || len(b) > MaxSize {
-		return nil, fmt.Errorf("%d bytes", len(b))
+		return Program{}, fmt.Errorf("%d bytes", len(b))
 	}
 	body := b[:len(b)-sha256.Size]
 	sum := sha256.Sum256(body)
 	switch {
 	case string(b[:len(magic)]) != magic:
-		return nil, errors.New("not a synth kernel cache file")
+		return Program{}, errors.New("not a synth kernel cache file")
 	case le.Uint32(b[offVersion:]) != version:
-		return nil, fmt.Errorf("version %d, not %d", le.Uint32(b[offVersion:]), version)
+		return Program{}, fmt.Errorf("version %d, not %d", le.Uint32(b[offVersion:]), version)
 	case !bytes.Equal(sum[:], b[len(body):]):
-		return nil, errors.New("checksum mismatch")
+		return Program{}, errors.New("checksum mismatch")
 	}
 	n := le.Uint32(b[offIDLen:])
 	switch {
 	case n > maxBuildID || !bytes.Equal(b[offID:offID+n], k.Kernel):
-		return nil, fmt.Errorf("of another kernel (build ID %x)", b[offID:offID+min(n, maxBuildID)])
+		return Program{}, fmt.Errorf("of another kernel (build ID %x)", b[offID:offID+min(n, maxBuildID)])
 	case int64(le.Uint64(b[offBTFSize:])) != k.BTFSize:
-		return nil, fmt.Errorf("of another kernel BTF (%d bytes)", le.Uint64(b[offBTFSize:]))
+		return Program{}, fmt.Errorf("of another kernel BTF (%d bytes)", le.Uint64(b[offBTFSize:]))
 	case !bytes.Equal(b[offObject:offObject+32], k.Object[:]):
-		return nil, errors.New("of another BPF object")
+		return Program{}, errors.New("of another BPF object")
 	}
-	count := le.Uint32(b[offCount:])
-	if count > MaxPrograms {
-		return nil, fmt.Errorf("%d programs, more than %d", count, MaxPrograms)
+	got, p, rest, err := decodeProgram(body[headerSize:])
+	switch {
+	case err != nil:
+		return Program{}, err
+	case got != name:
+		return Program{}, fmt.Errorf("of program %q", got)
+	case len(rest) != 0:
+		return Program{}, fmt.Errorf("%d bytes after the program", len(rest))
 	}
-	progs := make(map[string]Program, count)
-	rest := body[headerSize:]
-	for range count {
-		name, p, r, err := decodeProgram(rest)
-		if err != nil {
-			return nil, err
-		}
-		progs[name] = p
-		rest = r
-	}
-	if len(rest) != 0 {
-		return nil, fmt.Errorf("%d bytes after the programs", len(rest))
-	}
-	return progs, nil
+	return p, nil
 }
 
 // decodeProgram decodes the program at the start of b: its name's
@@ -254,13 +258,13 @@ func decodeProgram(b []byte) (string, Program, []byte, error) {
 	return name, p, b, nil
 }
 
-// encode returns the file for progs under k.
-func encode(k Key, progs map[string]Program) ([]byte, error) {
+// encode returns the file for the program name under k.
+func encode(k Key, name string, p Program) ([]byte, error) {
 	if len(k.Kernel) == 0 || len(k.Kernel) > maxBuildID {
 		return nil, fmt.Errorf("kernel build ID of %d bytes", len(k.Kernel))
 	}
-	if len(progs) > MaxPrograms {
-		return nil, fmt.Errorf("%d programs, more than %d", len(progs), MaxPrograms)
+	if !validName(name) || len(p.Code) == 0 || len(p.Code)%8 != 0 {
+		return nil, fmt.Errorf("program %q of %d bytes", name, len(p.Code))
 	}
 	le := binary.LittleEndian
 	b := make([]byte, headerSize)
@@ -270,22 +274,15 @@ func encode(k Key, progs map[string]Program) ([]byte, error) {
 	copy(b[offID:], k.Kernel)
 	le.PutUint64(b[offBTFSize:], uint64(k.BTFSize))
 	copy(b[offObject:], k.Object[:])
-	le.PutUint32(b[offCount:], uint32(len(progs)))
-	for _, name := range slices.Sorted(maps.Keys(progs)) {
-		p := progs[name]
-		if name == "" || len(name) > maxName || len(p.Code) == 0 || len(p.Code)%8 != 0 {
-			return nil, fmt.Errorf("program %q of %d bytes", name, len(p.Code))
+	b = le.AppendUint16(b, uint16(len(name)))
+	b = append(b, name...)
+	b = le.AppendUint32(b, p.AttachID)
+	for _, f := range [][]byte{p.Code, p.BTF, p.FuncInfo, p.LineInfo} {
+		if len(f) > MaxSize {
+			return nil, fmt.Errorf("program %s: %d bytes", name, len(f))
 		}
-		b = le.AppendUint16(b, uint16(len(name)))
-		b = append(b, name...)
-		b = le.AppendUint32(b, p.AttachID)
-		for _, f := range [][]byte{p.Code, p.BTF, p.FuncInfo, p.LineInfo} {
-			if len(f) > MaxSize {
-				return nil, fmt.Errorf("program %s: %d bytes", name, len(f))
-			}
-			b = le.AppendUint32(b, uint32(len(f)))
-			b = append(b, f...)
-		}
+		b = le.AppendUint32(b, uint32(len(f)))
+		b = append(b, f...)
 	}
 	sum := sha256.Sum256(b)
 	b = append(b, sum[:]...)
@@ -295,10 +292,10 @@ func encode(k Key, progs map[string]Program) ([]byte, error) {
 	return b, nil
 }
 
-// Store writes progs as the entry for k, replacing the file of k's
-// object whole: a temporary file renamed into place.
-func (c *Cache) Store(k Key, progs map[string]Program) error {
-	b, err := encode(k, progs)
+// Store writes p as the program name for k, replacing its file whole:
+// a temporary file renamed into place.
+func (c *Cache) Store(k Key, name string, p Program) error {
+	b, err := encode(k, name, p)
 	if err != nil {
 		return fmt.Errorf("store kernel cache: %w", err)
 	}
@@ -311,7 +308,7 @@ func (c *Cache) Store(k Key, progs map[string]Program) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), c.path(k.Object))
+		err = os.Rename(f.Name(), c.path(k.Object, name))
 	}
 	if err != nil {
 		os.Remove(f.Name())

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -39,14 +40,23 @@ func openTemp(t *testing.T) *Cache {
 func TestStoreLoad(t *testing.T) {
 	c := openTemp(t)
 	k := testKey()
-	if err := c.Store(k, testPrograms()); err != nil {
-		t.Fatal(err)
-	}
-	progs, err := c.Load(k)
+	storeAll(t, c, k, testPrograms())
+	progs, err := loadAll(c, k, testPrograms())
 	if err != nil || !reflect.DeepEqual(progs, testPrograms()) {
 		t.Fatalf("Load = %+v, %v; want %+v", progs, err, testPrograms())
 	}
-	st, err := os.Stat(c.path(k.Object))
+	if _, err := c.Load(k, "other"); !errors.Is(err, ErrMiss) {
+		t.Errorf("a program not stored: %v", err)
+	}
+	for _, bad := range []string{"", "..", "a/b", strings.Repeat("x", maxName+1)} {
+		if _, err := c.Load(k, bad); !errors.Is(err, ErrMiss) {
+			t.Errorf("Load(%q): %v", bad, err)
+		}
+		if err := c.Store(k, bad, testPrograms()["probe"]); err == nil {
+			t.Errorf("Store(%q) took the name", bad)
+		}
+	}
+	st, err := os.Stat(c.path(k.Object, "probe"))
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("file %v %v", st.Mode(), err)
 	}
@@ -76,8 +86,8 @@ func TestMiss(t *testing.T) {
 		{name: "short", file: func(b []byte) []byte { return b[:len(b)-1] }},
 		{name: "empty", file: func(b []byte) []byte { return nil }},
 		{name: "long", file: func(b []byte) []byte { return append(b, 0) }},
-		{name: "too many programs", file: func(b []byte) []byte {
-			le.PutUint32(b[offCount:], MaxPrograms+1)
+		{name: "another program's", file: func(b []byte) []byte {
+			b[headerSize+2] = 'D' // dump_tasks -> Dump_tasks
 			return resum(b)
 		}},
 		{name: "code past the end", file: func(b []byte) []byte {
@@ -91,11 +101,9 @@ func TestMiss(t *testing.T) {
 			c := openTemp(t)
 			k := testKey()
 			if tc.name != "missing" {
-				if err := c.Store(k, testPrograms()); err != nil {
-					t.Fatal(err)
-				}
+				storeAll(t, c, k, testPrograms())
 			}
-			path := c.path(k.Object)
+			path := c.path(k.Object, "dump_tasks")
 			if tc.file != nil {
 				b, err := os.ReadFile(path)
 				if err != nil {
@@ -113,16 +121,14 @@ func TestMiss(t *testing.T) {
 			if tc.key != nil {
 				tc.key(&k)
 			}
-			progs, err := c.Load(k)
-			if !errors.Is(err, ErrMiss) || progs != nil {
-				t.Errorf("Load = %+v, %v; want a miss", progs, err)
+			p, err := c.Load(k, "dump_tasks")
+			if !errors.Is(err, ErrMiss) || p.Code != nil {
+				t.Errorf("Load = %+v, %v; want a miss", p, err)
 			}
-			// What the caller then does: link the programs and
-			// store them, over whatever was there.
-			if err := c.Store(k, testPrograms()); err != nil {
-				t.Fatal(err)
-			}
-			if progs, err := c.Load(k); err != nil || !reflect.DeepEqual(progs, testPrograms()) {
+			// What the caller then does: link the program and
+			// store it, over whatever was there.
+			storeAll(t, c, k, testPrograms())
+			if progs, err := loadAll(c, k, testPrograms()); err != nil || !reflect.DeepEqual(progs, testPrograms()) {
 				t.Errorf("after a new store: %+v, %v", progs, err)
 			}
 		})
@@ -169,10 +175,10 @@ func TestDirectory(t *testing.T) {
 	if err := os.RemoveAll(c.dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Store(testKey(), testPrograms()); err == nil {
+	if err := c.Store(testKey(), "probe", testPrograms()["probe"]); err == nil {
 		t.Error("Store into a removed directory succeeded")
 	}
-	if _, err := c.Load(testKey()); !errors.Is(err, ErrMiss) {
+	if _, err := c.Load(testKey(), "probe"); !errors.Is(err, ErrMiss) {
 		t.Errorf("Load after a failed store: %v", err)
 	}
 }
@@ -183,13 +189,11 @@ func TestFileOfAnotherUser(t *testing.T) {
 	}
 	c := openTemp(t)
 	k := testKey()
-	if err := c.Store(k, testPrograms()); err != nil {
+	storeAll(t, c, k, testPrograms())
+	if err := os.Chown(c.path(k.Object, "probe"), 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(c.path(k.Object), 65534, 65534); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Load(k); !errors.Is(err, ErrMiss) {
+	if _, err := c.Load(k, "probe"); !errors.Is(err, ErrMiss) {
 		t.Errorf("Load of another user's file: %v", err)
 	}
 }
@@ -237,24 +241,22 @@ func TestCurrentKeyHost(t *testing.T) {
 	}
 }
 
-// decode takes any bytes: a miss or programs within the caps, never a
+// decode takes any bytes: a miss or a program within the caps, never a
 // panic or an allocation past MaxSize.
 func FuzzDecode(f *testing.F) {
-	good, err := encode(testKey(), testPrograms())
+	good, err := encode(testKey(), "dump_tasks", testPrograms()["dump_tasks"])
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(good)
 	f.Add(good[:headerSize])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		progs, err := decode(resumFuzz(b), testKey())
+		p, err := decode(resumFuzz(b), testKey(), "dump_tasks")
 		if err != nil {
 			return
 		}
-		for name, p := range progs {
-			if name == "" || len(p.Code) == 0 || len(p.Code)%8 != 0 {
-				t.Fatalf("program %q of %d bytes", name, len(p.Code))
-			}
+		if len(p.Code) == 0 || len(p.Code)%8 != 0 {
+			t.Fatalf("program of %d bytes", len(p.Code))
 		}
 	})
 }
@@ -266,4 +268,28 @@ func resumFuzz(b []byte) []byte {
 		return b
 	}
 	return resum(bytes.Clone(b))
+}
+
+// storeAll stores progs under k.
+func storeAll(t *testing.T, c *Cache, k Key, progs map[string]Program) {
+	t.Helper()
+	for name, p := range progs {
+		if err := c.Store(k, name, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// loadAll loads the programs of names' keys under k; the first miss is
+// the error.
+func loadAll(c *Cache, k Key, names map[string]Program) (map[string]Program, error) {
+	got := make(map[string]Program)
+	for name := range names {
+		p, err := c.Load(k, name)
+		if err != nil {
+			return nil, err
+		}
+		got[name] = p
+	}
+	return got, nil
 }

@@ -45,28 +45,28 @@ var objectKey = sync.OnceValue(func() [32]byte {
 })
 
 // linkedPrograms are the object's programs as linked against the
-// running kernel, from the kernel cache and for it. A nil
-// *linkedPrograms has none and keeps none.
+// running kernel, from the kernel cache and for it: each program's file
+// is read when the program is first asked for. A nil *linkedPrograms
+// has none and keeps none.
 type linkedPrograms struct {
-	c     *kcache.Cache // nil: none to keep programs in
-	key   kcache.Key
-	mu    sync.Mutex
-	progs map[string]kcache.Program
-	// missed says why the cache had nothing (for synth dump -v), or why
-	// a program of it was dropped; nil when it served.
+	c   *kcache.Cache // nil: none to read or keep programs in
+	key kcache.Key
+	mu  sync.Mutex
+	// missed says why the cache did not have a program (for synth dump
+	// -v), or why one of it was dropped; nil when it served.
 	missed      error
 	storeFailed bool // missed says a store failed
 }
 
 // openLinked returns the programs of the cache in dir for this kernel
 // and object; nil when dir is "". A kernel without a key (no build ID,
-// or no BTF) or a cache that cannot be opened or read has none, and
-// says why in missed.
+// or no BTF) or a cache that cannot be opened has none, and says why in
+// missed.
 func openLinked(dir string) *linkedPrograms {
 	if dir == "" {
 		return nil
 	}
-	l := &linkedPrograms{progs: make(map[string]kcache.Program)}
+	l := &linkedPrograms{}
 	key, err := kcache.CurrentKey(objectKey())
 	if err != nil {
 		l.missed = err
@@ -78,16 +78,11 @@ func openLinked(dir string) *linkedPrograms {
 		return l
 	}
 	l.c, l.key = c, key
-	if progs, err := c.Load(key); err != nil {
-		l.missed = err
-	} else {
-		l.progs = progs
-	}
 	return l
 }
 
-// takeMissed returns why the cache served nothing, or dropped a
-// program, once; nil if it did not.
+// takeMissed returns why the cache missed, or dropped a program, once;
+// nil if it did not.
 func (l *linkedPrograms) takeMissed() error {
 	if l == nil {
 		return nil
@@ -99,33 +94,28 @@ func (l *linkedPrograms) takeMissed() error {
 	return err
 }
 
-// empty reports whether l has no program to load.
-func (l *linkedPrograms) empty() bool {
-	if l == nil {
-		return true
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.progs) == 0
-}
-
-// get returns the program name as linked, if l has it.
+// get returns the program name as linked, if the cache has it.
 func (l *linkedPrograms) get(name string) (kcache.Program, bool) {
-	if l == nil {
+	if l == nil || l.c == nil {
 		return kcache.Program{}, false
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p, ok := l.progs[name]
-	return p, ok
+	p, err := l.c.Load(l.key, name)
+	if err != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.missed == nil {
+			l.missed = err
+		}
+		return kcache.Program{}, false
+	}
+	return p, true
 }
 
-// drop forgets the program name, which failed to load for why: the
-// next keep of it replaces the file's.
-func (l *linkedPrograms) drop(name string, why error) {
+// drop notes that the program name, from the cache, failed to load for
+// why: the caller links it afresh, and keeps that over it.
+func (l *linkedPrograms) drop(why error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.progs, name)
 	l.missed = why
 }
 
@@ -144,10 +134,10 @@ func (l *linkedPrograms) keep(spec *ebpf.CollectionSpec, name string, kernel *bt
 	if err != nil {
 		return
 	}
+	err = l.c.Store(l.key, name, kept)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.progs[name] = kept
-	if err := l.c.Store(l.key, l.progs); err != nil && !l.storeFailed { // the next synth misses it too
+	if err != nil && !l.storeFailed { // the next synth misses it too
 		l.storeFailed = true
 		l.missed = fmt.Errorf("%v; not kept: %w", l.missed, err)
 	}
@@ -157,14 +147,17 @@ func (l *linkedPrograms) keep(spec *ebpf.CollectionSpec, name string, kernel *bt
 // nil when the cache does not have it or its load fails (the caller
 // then links it afresh, and keeps that).
 func (o *objects) loadCached(name string, ps *ebpf.ProgramSpec) *ebpf.Program {
-	l, ok := o.linked.get(name)
-	if !ok || ps != o.spec.Programs[name] {
+	if ps != o.spec.Programs[name] { // a refused one (RefuseProgram)
 		return nil
 	}
 	start := time.Now()
+	l, ok := o.linked.get(name)
+	if !ok {
+		return nil
+	}
 	p, err := loadLinked(ps, l, o.shared)
 	if err != nil {
-		o.linked.drop(name, fmt.Errorf("%s: %w", name, err))
+		o.linked.drop(fmt.Errorf("%s: %w", name, err))
 		return nil
 	}
 	o.step(name+" (cached)", start)

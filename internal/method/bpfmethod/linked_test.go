@@ -109,27 +109,29 @@ func TestKernelCacheFailures(t *testing.T) {
 	names := []string{synthbpf.SynthProgProbe, synthbpf.SynthProgDumpVma}
 	want, _ := loadTags(t, "", names)
 	for _, tc := range []struct {
-		name  string
-		spoil func(t *testing.T, dir, file string)
+		name string
+		// spoil spoils the file of the program name in dir; it is
+		// called for each program.
+		spoil func(t *testing.T, dir, name, file string)
 		kept  bool // the spoiled cache is whole again after the load
 	}{
-		{name: "missing", spoil: func(t *testing.T, dir, file string) { os.Remove(file) }, kept: true},
-		{name: "other kernel", kept: true, spoil: func(t *testing.T, dir, file string) {
+		{name: "missing", spoil: func(t *testing.T, dir, name, file string) { os.Remove(file) }, kept: true},
+		{name: "other kernel", kept: true, spoil: func(t *testing.T, dir, name, file string) {
 			c, err := kcache.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			other := key
-			other.Kernel = append([]byte{1}, key.Kernel[1:]...)
-			progs, err := c.Load(key)
+			other.Kernel = append([]byte{key.Kernel[0] ^ 1}, key.Kernel[1:]...)
+			p, err := c.Load(key, name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Store(other, progs); err != nil {
+			if err := c.Store(other, name, p); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "corrupt", kept: true, spoil: func(t *testing.T, dir, file string) {
+		{name: "corrupt", kept: true, spoil: func(t *testing.T, dir, name, file string) {
 			b, err := os.ReadFile(file)
 			if err != nil {
 				t.Fatal(err)
@@ -142,35 +144,31 @@ func TestKernelCacheFailures(t *testing.T) {
 		// A whole entry the kernel refuses: the code of another build
 		// of the kernel, say. Its load fails, and the program is linked
 		// afresh.
-		{name: "refused by the kernel", kept: true, spoil: func(t *testing.T, dir, file string) {
+		{name: "refused by the kernel", kept: true, spoil: func(t *testing.T, dir, name, file string) {
 			c, err := kcache.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			progs, err := c.Load(key)
+			p, err := c.Load(key, name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for name, p := range progs {
-				p.Code = slices.Clone(p.Code)
-				p.Code[0] = 0xff // no such opcode
-				progs[name] = p
-			}
-			if err := c.Store(key, progs); err != nil {
+			p.Code[0] = 0xff // no such opcode
+			if err := c.Store(key, name, p); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "another user's", kept: true, spoil: func(t *testing.T, dir, file string) {
+		{name: "another user's", kept: true, spoil: func(t *testing.T, dir, name, file string) {
 			if err := os.Chown(file, 65534, 65534); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "directory others can reach", spoil: func(t *testing.T, dir, file string) {
+		{name: "directory others can reach", spoil: func(t *testing.T, dir, name, file string) {
 			if err := os.Chmod(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "unwritable", spoil: func(t *testing.T, dir, file string) {
+		{name: "unwritable", spoil: func(t *testing.T, dir, name, file string) {
 			// A directory that cannot be written even by root: a
 			// file in its place.
 			if err := os.RemoveAll(dir); err != nil {
@@ -184,7 +182,9 @@ func TestKernelCacheFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "kc")
 			loadTags(t, dir, names) // fills it
-			tc.spoil(t, dir, filepath.Join(dir, "programs-"+hex.EncodeToString(key.Object[:8])))
+			for _, name := range names {
+				tc.spoil(t, dir, name, filepath.Join(dir, "programs-"+hex.EncodeToString(key.Object[:8])+"-"+name))
+			}
 			var missed error
 			got, steps := loadTags(t, dir, names, &missed)
 			if missed == nil {

@@ -66,7 +66,10 @@ type progLoad struct {
 func loadObjects(cacheDir string) (*objects, error) {
 	o := &objects{cache: btf.NewCache(), progs: make(map[string]progLoad)}
 	kernel := make(chan error, 1)
-	if o.linked = openLinked(cacheDir); o.linked.empty() {
+	// A dump's first program is the probe: where the cache has it, it
+	// has the others a dump loads, unless they never loaded here.
+	o.linked = openLinked(cacheDir)
+	if _, ok := o.linked.get(synthbpf.SynthProgProbe); !ok {
 		go func() {
 			start := time.Now()
 			_, err := o.cache.Kernel()
