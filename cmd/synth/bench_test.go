@@ -45,7 +45,7 @@ func TestBenchJSON(t *testing.T) {
 		}
 	}
 	want := []string{"bpf", "bpf-cold", "bpf-iter", "bpf-nobuildid", "bpf-nolive", "procmaps-1", "procmaps-2", "procquery-1", "procquery-2", "floor-maple", "floor-iter", "perf-st", "perf-mt", "perf-buildid",
-		"whole-synth", "whole-synth-nobuildid", "whole-perf", "whole-perf-buildid"}
+		"whole-synth", "whole-synth-nobuildid", "whole-synth-nobtfcache", "whole-perf", "whole-perf-buildid"}
 	if !slices.Equal(names, want) {
 		t.Errorf("methods %v, want %v", names, want)
 	}

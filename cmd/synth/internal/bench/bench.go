@@ -105,8 +105,10 @@ func (c *Config) methods(tmp string) []method {
 // wholeCommands are the rows a user timing one command against another
 // sees: a fresh process from exec to exit, loading included, writing a
 // perf.data of the whole host (kernel maps and BPF programs too). synth
-// dump with build IDs (whole-synth) and without (whole-synth-nobuildid)
-// against perf record's synthesis-only run (whole-perf) and that run
+// dump with build IDs (whole-synth), without (whole-synth-nobuildid),
+// and with its programs linked against the kernel's BTF instead of
+// loaded from the kernel cache (whole-synth-nobtfcache: what a kernel's
+// first run pays, less the store), against perf record's synthesis-only run (whole-perf) and that run
 // with build IDs read from the files (whole-perf-buildid). perf runs
 // with --no-bpf-event, as its side-band thread would add a one-second
 // poll at its end; synth leaves the BPF events out likewise.
@@ -117,7 +119,8 @@ func (c *Config) wholeCommands(tmp string) []method {
 			return exec.Command(c.Synth, append([]string{"dump", "--no-bpf-event", "-o", out}, args...)...)
 		}, parse: func(string, string) (time.Duration, int, int, error) { return countRecords(out) }}
 	}
-	ms := []method{synth("whole-synth"), synth("whole-synth-nobuildid", "--no-buildid")}
+	ms := []method{synth("whole-synth"), synth("whole-synth-nobuildid", "--no-buildid"),
+		synth("whole-synth-nobtfcache", "--no-btf-cache")}
 	if c.Perf == "" {
 		return ms
 	}
