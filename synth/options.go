@@ -2,7 +2,6 @@ package synth
 
 import (
 	"github.com/synth-dev/synth/internal/config"
-	"github.com/synth-dev/synth/internal/kcache"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/internal/procfs"
 )
@@ -52,7 +51,7 @@ const (
 	// KernelCacheDir is where the BPF method, run as root, keeps its
 	// programs linked against the running kernel, unless
 	// Options.NoBTFCache.
-	KernelCacheDir = kcache.DefaultDir
+	KernelCacheDir = bpfmethod.KernelCacheDir
 )
 
 // Walk is how the BPF method reads each process's VMAs (Options.Walk,

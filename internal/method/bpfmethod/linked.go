@@ -15,6 +15,10 @@ import (
 	"github.com/synth-dev/synth/internal/kcache"
 )
 
+// KernelCacheDir is where the method keeps its programs linked against
+// the running kernel when it runs as root (see internal/kcache).
+const KernelCacheDir = kcache.DefaultDir
+
 // cacheDir is the kernel cache's directory (see internal/kcache) for a
 // method loaded with noCache (Options.NoBTFCache): none when asked, or
 // when synth does not run as root, whose directory it is. Tests give
@@ -23,7 +27,7 @@ func cacheDir(noCache bool) string {
 	if noCache || os.Geteuid() != 0 {
 		return ""
 	}
-	return kcache.DefaultDir
+	return KernelCacheDir
 }
 
 // objectKey is what the kernel cache keys the object on: its SHA-256,
