@@ -53,9 +53,10 @@ var objectKey = sync.OnceValue(func() [32]byte {
 // is read when the program is first asked for. A nil *linkedPrograms
 // has none and keeps none.
 type linkedPrograms struct {
-	c   *kcache.Cache // nil: none to read or keep programs in
-	key kcache.Key
-	mu  sync.Mutex
+	c    *kcache.Cache // nil: none to read or keep programs in
+	key  kcache.Key
+	mu   sync.Mutex
+	read map[string]kcache.Program // read by has, for get
 	// missed says why the cache did not have a program (for synth dump
 	// -v), or why one of it was dropped; nil when it served.
 	missed      error
@@ -98,15 +99,43 @@ func (l *linkedPrograms) takeMissed() error {
 	return err
 }
 
-// get returns the program name as linked, if the cache has it.
+// get returns the program name as linked, if the cache has it: the one
+// has read, else read now.
 func (l *linkedPrograms) get(name string) (kcache.Program, bool) {
 	if l == nil || l.c == nil {
 		return kcache.Program{}, false
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.read[name]; ok {
+		delete(l.read, name)
+		return p, true
+	}
+	return l.load(name)
+}
+
+// has reports whether the cache has the program name, and keeps what
+// it read for get.
+func (l *linkedPrograms) has(name string) bool {
+	if l == nil || l.c == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, ok := l.load(name)
+	if ok {
+		if l.read == nil {
+			l.read = make(map[string]kcache.Program)
+		}
+		l.read[name] = p
+	}
+	return ok
+}
+
+// load reads the program name from the cache, noting why it missed.
+func (l *linkedPrograms) load(name string) (kcache.Program, bool) {
 	p, err := l.c.Load(l.key, name)
 	if err != nil {
-		l.mu.Lock()
-		defer l.mu.Unlock()
 		if l.missed == nil {
 			l.missed = err
 		}

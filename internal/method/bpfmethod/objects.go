@@ -69,7 +69,7 @@ func loadObjects(cacheDir string) (*objects, error) {
 	// A dump's first program is the probe: where the cache has it, it
 	// has the others a dump loads, unless they never loaded here.
 	o.linked = openLinked(cacheDir)
-	if _, ok := o.linked.get(synthbpf.SynthProgProbe); !ok {
+	if !o.linked.has(synthbpf.SynthProgProbe) {
 		go func() {
 			start := time.Now()
 			_, err := o.cache.Kernel()
