@@ -88,12 +88,12 @@ func (c *RingConfig) outAttr() perfdata.Attr {
 //
 // Never with attr.build_id: perf_event_mmap_output() sets
 // PERF_RECORD_MISC_MMAP_BUILD_ID in the mmap event it shares among every
-// event it reports a mapping to, and never clears it (every kernel of
-// the matrix, 6.1 to 7.3), so the events served after one with build IDs
-// (another program's perf record without them) get the bit over the
-// maj/min/ino form, and perf 6.1 aborts reading their records. synth
-// cannot repair another program's file; it reads build IDs itself
-// (liveIDs).
+// event it reports a mapping to, and never clears it (from 5.12 until
+// 7.3: docs/kernel/mmap-build-id-bit.md), so the events served after one
+// with build IDs (another program's perf record without them) get the
+// bit over the maj/min/ino form, and perf 6.1 aborts reading their
+// records. synth cannot repair another program's file; it reads build
+// IDs itself (liveIDs).
 func (c *RingConfig) LiveAttr() perfdata.Attr {
 	flags := uint64(perfdata.AttrWatermark | perfdata.AttrUseClockID |
 		perfdata.AttrMmap | perfdata.AttrMmap2 | perfdata.AttrComm |
