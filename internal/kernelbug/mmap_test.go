@@ -74,11 +74,30 @@ func fileWithBuildID(t *testing.T) (string, []byte) {
 			continue
 		}
 		if id, err := elfnote.BuildID(bytes.NewReader(b), int64(len(b))); err == nil && len(id) > 0 {
+			touchFirstPage(t, p)
 			return p, id
 		}
 	}
 	t.Fatal("no executable of true, sh, env, ls with a GNU build ID")
 	return "", nil
+}
+
+// touchFirstPage faults in the first page of path through a mapping,
+// which puts it in the page cache where read(2) may not (a FUSE file
+// opened direct_io, 9p without a cache).
+func touchFirstPage(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), 0, pageSize, unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = mem[0]
+	unix.Munmap(mem)
 }
 
 // mapExec maps the first page of path executable, on this thread, until
