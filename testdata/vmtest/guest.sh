@@ -79,6 +79,7 @@ cmd/synth cmd.test ^(TestAutoFallback)$
 	tests="
 internal/bpfiter bpfiter.test .
 internal/bpfprog bpfprog.test .
+internal/kernelbug kernelbug.test .
 internal/method/bpfmethod bpfmethod.test .
 cmd/synth/internal/bench/floor floor.test .
 synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf|TestMethodsPerf|TestNoVsyscallFor32Bit)$
@@ -107,6 +108,7 @@ synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|T
 		tests="
 internal/bpfiter bpfiter.test .
 internal/bpfprog bpfprog.test .
+internal/kernelbug kernelbug.test .
 internal/method/bpfmethod bpfmethod.test .
 cmd/synth/internal/bench/floor floor.test .
 synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf|TestMethodsPerf)$

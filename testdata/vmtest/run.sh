@@ -89,6 +89,7 @@ go test -c -o "$bin/bpfmethod.test" ./internal/method/bpfmethod
 go test -c -o "$bin/bpfiter.test" ./internal/bpfiter
 go test -c -o "$bin/floor.test" ./cmd/synth/internal/bench/floor
 go test -c -o "$bin/bpfprog.test" ./internal/bpfprog
+go test -c -o "$bin/kernelbug.test" ./internal/kernelbug
 
 # The tests run in a copy of the checkout outside /tmp and /var/tmp,
 # which the guest replaces (CI's clone may be there): the guest sees the
