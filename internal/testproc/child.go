@@ -73,6 +73,10 @@ func (c *child) command(line string) error {
 	if line == "pause" {
 		return c.pauseChurn()
 	}
+	var n int
+	if _, err := fmt.Sscanf(line, "below %d", &n); err == nil {
+		return c.below(n)
+	}
 	var i, off, protect int
 	var h string
 	if _, err := fmt.Sscanf(line, "poke %d %d %s %d", &i, &off, &h, &protect); err != nil {
