@@ -12,8 +12,8 @@ import (
 // their trailers. Thread records (FORK, COMM) arrive first, for all processes;
 // MMAP2 records follow process by process in ascending pid order. Each
 // process's thread records are held back until its mappings start, so the
-// output reads: per process, FORK/NAMESPACES/COMM per thread then MMAP2,
-// pids ascending, as perf synthesizes them.
+// output reads: per process, FORK/NAMESPACES/COMM per thread, the
+// leader's first, then MMAP2, pids ascending, as perf synthesizes them.
 type Assembler struct {
 	opts       config.Resolved
 	sampleType uint64
@@ -179,19 +179,32 @@ func (d *Assembler) flushBefore(tgid uint32) error {
 	return nil
 }
 
+// writeGroup writes the thread records of process tgid: its leader's
+// first, then the other threads' in the order they came. The task pass
+// comes by tid, and once pids wrap a thread's tid can be below its
+// leader's: perf makes a leader of its own at a thread's FORK, then a
+// new one, with maps of its own, at the leader's FORK, and the threads
+// before it keep the first, which the MMAP2s never reach (perf fixed the
+// same in its /proc scan: "perf tools: Don't sort the task scan result
+// from /proc").
 func (d *Assembler) writeGroup(tgid uint32) error {
 	if _, ok := d.done[tgid]; ok {
 		return nil
 	}
 	d.done[tgid] = struct{}{}
 	d.Stats.Processes++
-	for _, s := range d.groups[tgid] {
-		rec := d.arena[s.off : s.off+s.n]
-		if perfdata.RecordView(rec).Type() == perfdata.RecordComm {
-			d.Stats.Threads++
-		}
-		if err := d.write(rec); err != nil {
-			return err
+	for _, leader := range []bool{true, false} {
+		for _, s := range d.groups[tgid] {
+			rec := d.arena[s.off : s.off+s.n]
+			if (perfdata.RecordView(rec).Tid() == tgid) != leader {
+				continue
+			}
+			if perfdata.RecordView(rec).Type() == perfdata.RecordComm {
+				d.Stats.Threads++
+			}
+			if err := d.write(rec); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -193,20 +193,15 @@ func getRecs() []byte { return (*recPool.Get().(*[]byte))[:0] }
 
 func putRecs(b []byte) { recPool.Put(&b) }
 
-// taskRecords appends the thread records of process pid, tids ascending:
-// FORK, NAMESPACES and COMM, as perf synthesizes them from /proc. The
-// leader's FORK names its parent process; another thread's its leader.
+// taskRecords appends the thread records of process pid: FORK,
+// NAMESPACES and COMM, as perf synthesizes them from /proc. The leader's
+// FORK names its parent process; another thread's its leader.
 func (m *Method) taskRecords(b []byte, pid int, comms map[int]string, st uint64, want func(uint32) bool) []byte {
-	tids := make([]int, 0, len(comms))
-	for tid := range comms {
-		tids = append(tids, tid)
-	}
-	slices.Sort(tids)
 	p, ppid := uint32(pid), uint32(pid)
 	if s, err := procfs.Status(pid); err == nil {
 		ppid = uint32(s.PPid)
 	}
-	for _, tid := range tids {
+	for _, tid := range leaderFirst(pid, comms) {
 		t := uint32(tid)
 		if !want(t) {
 			continue
@@ -228,6 +223,24 @@ func (m *Method) taskRecords(b []byte, pid int, comms map[int]string, st uint64,
 		b = c.Append(b, st, sid)
 	}
 	return b
+}
+
+// leaderFirst returns the tids of comms, the leader pid's first, then
+// the others ascending. Once pids wrap a thread's tid can be below its
+// leader's, and perf gives a thread whose FORK comes before its leader's
+// maps that the leader's MMAP2s never reach (see assemble's writeGroup).
+func leaderFirst(pid int, comms map[int]string) []int {
+	tids := make([]int, 0, len(comms))
+	for tid := range comms {
+		if tid != pid {
+			tids = append(tids, tid)
+		}
+	}
+	slices.Sort(tids)
+	if _, ok := comms[pid]; ok {
+		tids = slices.Insert(tids, 0, pid)
+	}
+	return tids
 }
 
 // mmap2 appends the MMAP2 record of one mapping, as perf synthesizes it

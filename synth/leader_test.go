@@ -1,0 +1,213 @@
+package synth_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/perfhost"
+	"github.com/synth-dev/synth/internal/perftest"
+	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
+	"github.com/synth-dev/synth/perfdata"
+	"github.com/synth-dev/synth/synth"
+)
+
+// Once pids wrap, a process's threads can have tids below its pid, and
+// come before its leader in a scan by tid. Every method, on both walks
+// and with every kind of target, writes the leader's FORK and COMM
+// before any record of its other threads: perf gives a thread whose
+// FORK comes first a leader of its own, which the leader's FORK then
+// replaces with one holding fresh maps, and the thread's samples
+// resolve to nothing. The oracle is perf: a sample of each thread at the
+// helper's text resolves to the helper's executable.
+func TestThreadsBelowLeader(t *testing.T) {
+	testenv.Root(t)
+	testenv.Perf(t)
+	p, tids := testproc.StartWrapped(t, testproc.Spec{}, 2)
+	text := execText(t, p)
+	t.Logf("pid %d, threads %v, text %#x %s", p.Pid, tids, text.Start, text.Path)
+	type run struct {
+		method synth.MethodName
+		walk   synth.Walk
+	}
+	var runs []run
+	if testenv.Feature(t, testenv.KernelAtLeast(5, 12), "5.12", "iter/task_vma, for the BPF method") {
+		runs = append(runs, run{synth.MethodBPF, synth.WalkIter})
+		if w, _ := autoWalk(t); w == synth.WalkMaple {
+			runs = append(runs, run{synth.MethodBPF, synth.WalkMaple})
+		}
+	}
+	for _, m := range procMethods(t) {
+		runs = append(runs, run{method: m})
+	}
+	targets := []struct {
+		name   string
+		target synth.Target
+		tids   []int // the threads the dump writes besides the leader
+	}{
+		{"host", synth.Target{}, tids},
+		{"pid", synth.Target{Pids: []int{p.Pid}}, tids},
+	}
+	for _, r := range runs {
+		for _, tg := range targets {
+			name := fmt.Sprintf("%s-%s/%s", r.method, r.walk, tg.name)
+			if r.walk == "" {
+				name = fmt.Sprintf("%s/%s", r.method, tg.name)
+			}
+			t.Run(name, func(t *testing.T) {
+				opts := synth.MethodOptions{Options: synth.Options{NoBuildID: true, NoKernel: true,
+					Target: tg.target, Walk: r.walk}, Threads: 2}
+				file := filepath.Join(t.TempDir(), "perf.data")
+				order := dumpWithSamples(t, file, r.method, opts, p.Pid, tg.tids, text.Start+16)
+				checkLeaderFirst(t, order, p.Pid, tg.tids)
+				sr := perftest.Run(t, perftest.Command(t, "script", "-F", "tid,ip,dso", "-i", file))
+				perftest.NoWarnings(t, "perf script", sr)
+				checkResolved(t, sr.Stdout, tg.tids, text.Path)
+			})
+		}
+	}
+}
+
+// execText returns p's first executable mapping of its executable.
+func execText(t *testing.T, p *testproc.Proc) procfs.Mapping {
+	t.Helper()
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := p.Maps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range maps {
+		if m.Path == exe && m.Prot&unix.PROT_EXEC != 0 {
+			return m
+		}
+	}
+	t.Fatalf("pid %d maps no text of %s", p.Pid, exe)
+	return procfs.Mapping{}
+}
+
+// taskRec is a thread record of a dump: its type and thread.
+type taskRec struct {
+	typ perfdata.RecordType
+	tid uint32
+}
+
+// dumpWithSamples writes one dump of method to file as perf.data, then a
+// sample at ip of each thread tids of process pid, and returns the dump's
+// thread records of pid, in order.
+func dumpWithSamples(t *testing.T, file string, method synth.MethodName, opts synth.MethodOptions, pid int, tids []int, ip uint64) []taskRec {
+	t.Helper()
+	m, err := synth.OpenMethod(method, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	// The dump's attr, as cpu-clock with addresses (the trailers do not
+	// change): perf script prints no address of a dummy event's samples.
+	attrs := slices.Clone(m.Attrs())
+	a := &attrs[0]
+	a.Attr.Type, a.Attr.Config, a.Name = unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_CPU_CLOCK, "cpu-clock"
+	a.Attr.SampleType |= perfdata.SampleIP
+	var id uint64
+	if len(a.IDs) > 0 {
+		id = a.IDs[0]
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := perfdata.NewWriter(f, perfdata.WriterOptions{Attrs: attrs,
+		Features: append(perfhost.WithClock(nil, attrs), perfhost.Features([]string{"synth.test"})...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []taskRec
+	_, err = m.Dump(context.Background(), func(rec []byte) error {
+		v := perfdata.RecordView(rec)
+		switch v.Type() {
+		case perfdata.RecordFork, perfdata.RecordComm, perfdata.RecordNamespaces:
+			if v.Pid() == uint32(pid) {
+				order = append(order, taskRec{v.Type(), v.Tid()})
+			}
+		}
+		return w.WriteRecord(rec)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.EndInit(); err != nil {
+		t.Fatal(err)
+	}
+	for i, tid := range tids {
+		s := perfdata.Sample{Misc: perfdata.MiscUser, Identifier: id, ID: id, IP: ip,
+			Pid: uint32(pid), Tid: uint32(tid), Time: uint64(i + 1), Period: 1}
+		if err := w.WriteRecord(s.Append(nil, &a.Attr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return order
+}
+
+// checkLeaderFirst checks the thread records of process pid: its
+// leader's FORK first, the leader's records before any other thread's,
+// and a FORK and a COMM of each of tids.
+func checkLeaderFirst(t *testing.T, order []taskRec, pid int, tids []int) {
+	t.Helper()
+	if len(order) == 0 || order[0].typ != perfdata.RecordFork || order[0].tid != uint32(pid) {
+		t.Errorf("pid %d: thread records %v; want its leader's FORK first", pid, order)
+		return
+	}
+	other := false
+	for _, r := range order {
+		if r.tid != uint32(pid) {
+			other = true
+		} else if other {
+			t.Errorf("pid %d: thread records %v: the leader's after another thread's", pid, order)
+			return
+		}
+	}
+	for _, tid := range append([]int{pid}, tids...) {
+		for _, typ := range []perfdata.RecordType{perfdata.RecordFork, perfdata.RecordComm} {
+			if !slices.Contains(order, taskRec{typ, uint32(tid)}) {
+				t.Errorf("pid %d: thread records %v: no %v of %d", pid, order, typ, tid)
+			}
+		}
+	}
+}
+
+// checkResolved checks that perf script's output (-F tid,ip,dso) has
+// one sample of each of tids, in the file exe.
+func checkResolved(t *testing.T, out string, tids []int, exe string) {
+	t.Helper()
+	got := map[int]string{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		tid, err := strconv.Atoi(f[0])
+		if err == nil {
+			got[tid] = strings.Join(f[2:], " ")
+		}
+	}
+	for _, tid := range tids {
+		if want := "(" + exe + ")"; got[tid] != want {
+			t.Errorf("perf script: the sample of thread %d is in %q; want %q\n%s", tid, got[tid], want, out)
+		}
+	}
+}
