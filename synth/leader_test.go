@@ -27,7 +27,8 @@ import (
 // before any record of its other threads: perf gives a thread whose
 // FORK comes first a leader of its own, which the leader's FORK then
 // replaces with one holding fresh maps, and the thread's samples
-// resolve to nothing. The oracle is perf: a sample of each thread at the
+// resolve to nothing. With -t of such a thread the leader is written
+// too, as perf does. The oracle is perf: a sample of each thread at the
 // helper's text resolves to the helper's executable.
 func TestThreadsBelowLeader(t *testing.T) {
 	testenv.Root(t)
@@ -56,6 +57,7 @@ func TestThreadsBelowLeader(t *testing.T) {
 	}{
 		{"host", synth.Target{}, tids},
 		{"pid", synth.Target{Pids: []int{p.Pid}}, tids},
+		{"tid", synth.Target{Tids: []int{tids[0]}}, tids[:1]},
 	}
 	for _, r := range runs {
 		for _, tg := range targets {

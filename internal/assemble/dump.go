@@ -37,7 +37,7 @@ type Assembler struct {
 	next   int                 // first group in order not yet written
 	done   map[uint32]struct{} // tgids whose thread records were written
 	noGate map[uint32]struct{} // tgids of 32-bit processes: no [vsyscall]
-	tids   map[uint32]struct{} // Target.Tids; nil: every thread
+	tids   map[uint32]struct{} // Target.Tids and their leaders; nil: every thread
 	cur    uint32              // process whose mappings are being written
 	inProc bool
 
@@ -50,9 +50,16 @@ type span struct{ off, n int }
 func New(opts config.Resolved, emit func([]byte) error, gate *Gate) *Assembler {
 	var tids map[uint32]struct{}
 	if len(opts.Target.Tids) > 0 {
-		tids = make(map[uint32]struct{}, len(opts.Target.Tids))
+		tids = make(map[uint32]struct{}, len(opts.Target.Tids)+len(opts.Pids))
 		for _, t := range opts.Target.Tids {
 			tids[uint32(t)] = struct{}{}
+		}
+		// The leaders too (opts.Pids are the threads' processes), as
+		// perf -t writes a thread's leader when the list lacks it
+		// (need_leader in perf_event__synthesize_thread_map): perf
+		// names a process by its leader's COMM.
+		for _, pid := range opts.Pids {
+			tids[uint32(pid)] = struct{}{}
 		}
 	}
 	return &Assembler{

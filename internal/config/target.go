@@ -25,7 +25,8 @@ var ErrNoMatch = errors.New("no process matches")
 type Target struct {
 	Pids []int // -p: these processes; a thread's id names its process
 	// Tids (-t) are threads: their processes' mappings are dumped, and
-	// thread records (FORK, NAMESPACES, COMM) and samples only of them.
+	// thread records (FORK, NAMESPACES, COMM) only of them and of their
+	// processes' leaders, as perf -t writes them; samples only of them.
 	Tids []int
 	// UID (-u) is a user, by name or number: the processes whose
 	// /proc/PID it owns (the effective user, as perf -u reads it).
