@@ -34,22 +34,9 @@ func TestThreadsBelowLeader(t *testing.T) {
 	testenv.Root(t)
 	testenv.Perf(t)
 	p, tids := testproc.StartWrapped(t, testproc.Spec{}, 2)
-	text := execText(t, p)
+	text := execText(t, p.Pid)
 	t.Logf("pid %d, threads %v, text %#x %s", p.Pid, tids, text.Start, text.Path)
-	type run struct {
-		method synth.MethodName
-		walk   synth.Walk
-	}
-	var runs []run
-	if testenv.Feature(t, testenv.KernelAtLeast(5, 12), "5.12", "iter/task_vma, for the BPF method") {
-		runs = append(runs, run{synth.MethodBPF, synth.WalkIter})
-		if w, _ := autoWalk(t); w == synth.WalkMaple {
-			runs = append(runs, run{synth.MethodBPF, synth.WalkMaple})
-		}
-	}
-	for _, m := range procMethods(t) {
-		runs = append(runs, run{method: m})
-	}
+	runs := everyMethod(t)
 	targets := []struct {
 		name   string
 		target synth.Target
@@ -61,11 +48,7 @@ func TestThreadsBelowLeader(t *testing.T) {
 	}
 	for _, r := range runs {
 		for _, tg := range targets {
-			name := fmt.Sprintf("%s-%s/%s", r.method, r.walk, tg.name)
-			if r.walk == "" {
-				name = fmt.Sprintf("%s/%s", r.method, tg.name)
-			}
-			t.Run(name, func(t *testing.T) {
+			t.Run(r.String()+"/"+tg.name, func(t *testing.T) {
 				opts := synth.MethodOptions{Options: synth.Options{NoBuildID: true, NoKernel: true,
 					Target: tg.target, Walk: r.walk}, Threads: 2}
 				file := filepath.Join(t.TempDir(), "perf.data")
@@ -79,14 +62,90 @@ func TestThreadsBelowLeader(t *testing.T) {
 	}
 }
 
-// execText returns p's first executable mapping of its executable.
-func execText(t *testing.T, p *testproc.Proc) procfs.Mapping {
-	t.Helper()
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid))
+// A process whose leader exited alone (exit(2), not exit_group(2)) while
+// its threads run has a zombie leader without mm: /proc/PID/maps is
+// empty, and perf, which reads it, resolves none of the threads'
+// samples. Every method reads the mappings through a live thread, and
+// writes the leader's records, where it writes them at all (the BPF
+// method writes none of a zombie), first.
+func TestZombieLeader(t *testing.T) {
+	testenv.Root(t)
+	testenv.Perf(t)
+	p := testproc.StartT(t, testproc.Spec{Threads: []string{"alive"}, ZombieLeader: true})
+	comms, err := p.Comms()
 	if err != nil {
 		t.Fatal(err)
 	}
-	maps, err := p.Maps()
+	var tid int
+	for id, name := range comms {
+		if name == "alive" {
+			tid = id
+		}
+	}
+	if !procfs.Exiting(p.Pid) || tid == 0 || tid == p.Pid {
+		t.Fatalf("pid %d: threads %v: want a zombie leader and a thread \"alive\"", p.Pid, comms)
+	}
+	text := execText(t, tid)
+	for _, r := range everyMethod(t) {
+		for _, tg := range []struct {
+			name   string
+			target synth.Target
+		}{{"host", synth.Target{}}, {"pid", synth.Target{Pids: []int{p.Pid}}}} {
+			t.Run(r.String()+"/"+tg.name, func(t *testing.T) {
+				opts := synth.MethodOptions{Options: synth.Options{NoBuildID: true, NoKernel: true,
+					Target: tg.target, Walk: r.walk}, Threads: 2}
+				file := filepath.Join(t.TempDir(), "perf.data")
+				order := dumpWithSamples(t, file, r.method, opts, p.Pid, []int{tid}, text.Start+16)
+				if i := slices.IndexFunc(order, func(r taskRec) bool { return r.tid == uint32(p.Pid) }); i > 0 {
+					t.Errorf("pid %d: thread records %v: the leader's after another thread's", p.Pid, order)
+				}
+				sr := perftest.Run(t, perftest.Command(t, "script", "-F", "tid,ip,dso", "-i", file))
+				perftest.NoWarnings(t, "perf script", sr)
+				checkResolved(t, sr.Stdout, []int{tid}, text.Path)
+			})
+		}
+	}
+}
+
+// methodRun is a method to test, and its walk for the BPF method.
+type methodRun struct {
+	method synth.MethodName
+	walk   synth.Walk
+}
+
+func (r methodRun) String() string {
+	if r.walk == "" {
+		return r.method.String()
+	}
+	return fmt.Sprintf("%s-%s", r.method, r.walk)
+}
+
+// everyMethod returns every method this kernel has, the BPF method on
+// each of its walks.
+func everyMethod(t *testing.T) []methodRun {
+	t.Helper()
+	var runs []methodRun
+	if testenv.Feature(t, testenv.KernelAtLeast(5, 12), "5.12", "iter/task_vma, for the BPF method") {
+		runs = append(runs, methodRun{synth.MethodBPF, synth.WalkIter})
+		if w, _ := autoWalk(t); w == synth.WalkMaple {
+			runs = append(runs, methodRun{synth.MethodBPF, synth.WalkMaple})
+		}
+	}
+	for _, m := range procMethods(t) {
+		runs = append(runs, methodRun{method: m})
+	}
+	return runs
+}
+
+// execText returns the first executable mapping of its executable that
+// task id (/proc/ID, a thread's id too) shows.
+func execText(t *testing.T, id int) procfs.Mapping {
+	t.Helper()
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := procfs.ReadMaps(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +154,7 @@ func execText(t *testing.T, p *testproc.Proc) procfs.Mapping {
 			return m
 		}
 	}
-	t.Fatalf("pid %d maps no text of %s", p.Pid, exe)
+	t.Fatalf("task %d maps no text of %s", id, exe)
 	return procfs.Mapping{}
 }
 

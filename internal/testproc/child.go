@@ -33,8 +33,23 @@ func Main() {
 	for _, f := range c.files {
 		fmt.Printf("file %s\n", f)
 	}
+	if spec.ZombieLeader {
+		go func() {
+			awaitZombie()
+			c.serve()
+		}()
+		// The main goroutine runs on the leader (see init): it alone
+		// exits, with exit(2), not exit_group(2).
+		unix.Syscall(unix.SYS_EXIT, 0, 0, 0)
+	}
+	c.serve()
+}
+
+// serve says the helper is ready and runs commands until the parent
+// closes stdin, then exits.
+func (c *child) serve() {
 	fmt.Println("ready")
-	if spec.Churn {
+	if c.spec.Churn {
 		c.pause = make(chan chan struct{})
 		go c.churn()
 	}

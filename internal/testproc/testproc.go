@@ -41,6 +41,10 @@ type Spec struct {
 	// reaps at once, some 150 ms later (zombies meanwhile), and those not
 	// reaped when Pause stops the churn stay zombies.
 	Churn bool
+	// ZombieLeader has the process's main thread, its leader, exit
+	// alone once the rest is set up (exit(2), not exit_group(2)): the
+	// leader is a zombie, without mm, while the other threads run.
+	ZombieLeader bool
 }
 
 // MapSpec maps Len bytes of an existing file from offset Off (a page

@@ -8,8 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/procfs"
 )
 
 // nsLastPid is the last pid the kernel gave in this process's pid
@@ -105,4 +108,26 @@ func (c *child) below(n int) error {
 		return fmt.Errorf("below: %d threads short after %d", n, tries)
 	}
 	return nil
+}
+
+// init keeps the main goroutine of a helper whose leader is to exit
+// (Spec.ZombieLeader) on the process's main thread: LockOSThread in an
+// init function runs main.main, and Main in it, on that thread.
+func init() {
+	if js, ok := os.LookupEnv(envSpec); ok && strings.Contains(js, `"ZombieLeader":true`) {
+		runtime.LockOSThread()
+	}
+}
+
+// awaitZombie returns once the process's leader is a zombie, or fails
+// the helper after 10 s.
+func awaitZombie() {
+	pid := os.Getpid()
+	deadline := time.Now().Add(10 * time.Second)
+	for !procfs.Exiting(pid) {
+		if time.Now().After(deadline) {
+			fail(fmt.Errorf("leader %d not a zombie after 10s", pid))
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -66,12 +66,12 @@ short)
 	tests="
 internal/method/bpfmethod bpfmethod.test ^(TestProgramsVerify|TestUnmapStaleNote|TestKernelCache)$
 cmd/synth/internal/bench/floor floor.test ^(TestFloors)$
-synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|TestTableUnmapsLive|TestThreadsBelowLeader)$
+synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|TestTableUnmapsLive|TestThreadsBelowLeader|TestZombieLeader)$
 "
 	;;
 proc)
 	tests="
-synth synth.test ^(TestAutoMatchesProc|TestMethodsPerf|TestThreadsBelowLeader)$
+synth synth.test ^(TestAutoMatchesProc|TestMethodsPerf|TestThreadsBelowLeader|TestZombieLeader)$
 cmd/synth cmd.test ^(TestAutoFallback)$
 "
 	;;
@@ -82,7 +82,7 @@ internal/bpfprog bpfprog.test .
 internal/kernelbug kernelbug.test .
 internal/method/bpfmethod bpfmethod.test .
 cmd/synth/internal/bench/floor floor.test .
-synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf|TestMethodsPerf|TestNoVsyscallFor32Bit|TestThreadsBelowLeader)$
+synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf|TestMethodsPerf|TestNoVsyscallFor32Bit|TestThreadsBelowLeader|TestZombieLeader)$
 cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestDumpBuildIDLine|TestAutoFallback|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestDumpLockedProcess|TestVerifierReason|TestPidNamespace|TestContainerRoot|TestUserNamespace|TestForeignProc)$
 "
 	;;
@@ -101,7 +101,7 @@ if [ "$(uname -m)" = aarch64 ]; then
 		tests="
 internal/method/bpfmethod bpfmethod.test ^(TestProgramsVerify|TestUnmapStaleNote|TestKernelCache)$
 cmd/synth/internal/bench/floor floor.test ^(TestFloors)$
-synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|TestPageOffsets|TestTableUnmapsLive|TestThreadsBelowLeader)$
+synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestKernelFallbacks|TestPageOffsets|TestTableUnmapsLive|TestThreadsBelowLeader|TestZombieLeader)$
 "
 		;;
 	full)
@@ -111,7 +111,7 @@ internal/bpfprog bpfprog.test .
 internal/kernelbug kernelbug.test .
 internal/method/bpfmethod bpfmethod.test .
 cmd/synth/internal/bench/floor floor.test .
-synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf|TestMethodsPerf|TestThreadsBelowLeader)$
+synth synth.test ^(TestDumpMatchesProc|TestAutoMatchesProc|TestDumpHostMatchesProc|TestDumpGoneProcess|TestWalksAgree|TestWalkChunks|TestWalkMaxPath|TestIterLockedProcess|TestWalkUnderProcessChurn|TestBuildIDsReadDuringWalk|TestKernelFallbacks|TestMethodsAgree|TestMethodTables|TestBuildIDHostReadelf|TestBuildIDCrafted|TestBuildIDHiddenFiles|TestSessionLiveMmap|TestTableLive|TestPageOffsets|TestTableForgetsUnmapped|TestTableForgetsExited|TestTableDlclose|TestTableUnmapsLive|TestBPFEventsMatchPerf|TestBuildIDsPerf|TestMethodsPerf|TestThreadsBelowLeader|TestZombieLeader)$
 cmd/synth cmd.test ^(TestDumpFilePerf|TestDumpPipePerf|TestDumpBuildIDLine|TestAutoFallback|TestInjectPid|TestRecordCommand|TestDumpUnderChurn|TestDumpLockedProcess|TestVerifierReason|TestPidNamespace|TestContainerRoot|TestUserNamespace|TestForeignProc)$
 "
 		;;

@@ -252,15 +252,30 @@ func (h *walkHold) drop(pid uint32) {
 // at the next, and the iterator ends it there, as if its VMAs had all
 // been read. Such a process is written with its threads and no
 // mappings, never with part of them. It returns the processes dropped.
+//
+// The task asked is the one the iterator read the mappings through, the
+// tid of their records: the leader, or, where the leader has exited
+// alone and is a zombie while its threads run, the thread that took it
+// over (reports_vmas in bpf/record.bpf.h). Asking the zombie leader
+// would drop every such process.
 func (h *walkHold) dropExiting(pids []int) (dropped []uint32) {
 	h.putCur()
 	for _, pid := range pids {
-		if _, ok := h.procs[uint32(pid)]; ok && procfs.Exiting(pid) {
+		if l, ok := h.procs[uint32(pid)]; ok && procfs.Exiting(h.reader(pid, l)) {
 			h.drop(uint32(pid))
 			dropped = append(dropped, uint32(pid))
 		}
 	}
 	return dropped
+}
+
+// reader returns the task through which the records l of process pid
+// were read: the tid of the first.
+func (h *walkHold) reader(pid int, l []holdLoc) int {
+	if len(l) == 0 {
+		return pid
+	}
+	return int(perfdata.RecordView(h.bytes(l[0])).Tid())
 }
 
 // lastPid is the process of the last record kept.

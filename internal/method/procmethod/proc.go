@@ -72,6 +72,7 @@ type procResult struct {
 	unreadable           bool // its mappings were not ours to read
 	lockedOut            bool // its mappings were not read in time
 	pid                  int
+	src                  int     // the task whose mappings were read: pid, or a thread of a zombie leader
 	w                    *worker // the worker reading it
 }
 
@@ -180,10 +181,35 @@ func (m *Method) process(rd mapReader, w *worker, pid int, want func(uint32) boo
 	// The process exists (its comms were read): a kernel thread has no
 	// maps, /proc/1/maps may be unreadable, and a process exiting now
 	// loses them. Its threads are reported either way.
-	p := uint32(pid)
-	err = rd.read(pid, func(mp *procfs.Mapping) { r.recs = m.mmap2(r, mp, p, st) })
+	r.src = pid
+	err = rd.read(pid, func(mp *procfs.Mapping) { r.recs = m.mmap2(r, mp, uint32(pid), st) })
+	if r.maps == 0 && len(comms) > 1 { // PROCMAP_QUERY of a leader without mm: ESRCH
+		if tid, ok := liveThread(pid, comms); ok {
+			r.src = tid
+			err = rd.read(tid, func(mp *procfs.Mapping) { r.recs = m.mmap2(r, mp, uint32(pid), st) })
+		}
+	}
 	r.unreadable = errors.Is(err, fs.ErrPermission)
 	return r
+}
+
+// liveThread returns a thread of process pid, not its leader, that can
+// show the process's mappings when the leader cannot: a leader that has
+// exited (exit(2), not exit_group(2)) is a zombie until its last thread
+// exits, its mm let go, and /proc/PID/maps is empty, while the threads
+// run in the process's mappings. perf reads the leader's maps and
+// resolves none of their samples; the BPF method reads the mappings
+// through such a thread too. /proc/TID/maps is the thread's.
+func liveThread(pid int, comms map[int]string) (int, bool) {
+	if !procfs.Exiting(pid) {
+		return 0, false
+	}
+	for _, tid := range leaderFirst(pid, comms) {
+		if tid != pid && !procfs.Exiting(tid) {
+			return tid, true
+		}
+	}
+	return 0, false
 }
 
 // recPool holds the record buffers of processes already written.
@@ -261,7 +287,7 @@ func (m *Method) mmap2(r *procResult, mp *procfs.Mapping, pid uint32, st uint64)
 	if mp.Ino != 0 {
 		r.files++
 		if m.ids != nil && !m.opts.NoBuildID {
-			rec.BuildID = m.ids.of(int(pid), mp, r.w)
+			rec.BuildID = m.ids.of(r.src, mp, r.w)
 		}
 	}
 	if rec.BuildID != nil {
