@@ -272,3 +272,94 @@ func checkResolved(t *testing.T, out string, tids []int, exe string) {
 		}
 	}
 }
+
+// A Session's stream carries a dump's thread records in the method's
+// order: the leader's first, for a process whose threads have tids below
+// its pid, on both walks and for the host and -p; and a Table built from
+// it resolves the process's text and names it by its leader.
+func TestSessionThreadsBelowLeader(t *testing.T) {
+	testenv.Root(t)
+	p, tids := testproc.StartWrapped(t, testproc.Spec{}, 2)
+	text := execText(t, p.Pid)
+	for _, r := range everyMethod(t) {
+		if r.method != synth.MethodBPF {
+			continue // a Session runs the BPF method
+		}
+		for _, tg := range []struct {
+			name   string
+			target synth.Target
+		}{{"host", synth.Target{}}, {"pid", synth.Target{Pids: []int{p.Pid}}}} {
+			t.Run(r.String()+"/"+tg.name, func(t *testing.T) {
+				s := openSession(t, synth.SessionOptions{Options: synth.Options{NoBuildID: true, NoKernel: true,
+					Target: tg.target, Walk: r.walk}})
+				if err := s.Dump(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				tab := synth.NewTable()
+				var order []taskRec
+				var rec synth.Record
+				for rec.Kind != synth.KindDumpEnd {
+					if err := s.Read(&rec); err != nil {
+						t.Fatal(err)
+					}
+					if err := tab.Apply(&rec); err != nil {
+						t.Fatal(err)
+					}
+					switch rec.Type() {
+					case perfdata.RecordFork, perfdata.RecordComm, perfdata.RecordNamespaces:
+						if v := perfdata.RecordView(rec.Raw); rec.Kind == synth.KindSynthesized && v.Pid() == uint32(p.Pid) {
+							order = append(order, taskRec{v.Type(), v.Tid()})
+						}
+					}
+				}
+				checkLeaderFirst(t, order, p.Pid, tids)
+				loc, ok := tab.Resolve(uint32(p.Pid), text.Start+16)
+				if proc, _ := tab.Process(uint32(p.Pid)); !ok || loc.Mapping.Path != text.Path || proc == nil || proc.Comm != "synth.test" {
+					t.Errorf("table: pid %d: %+v, %v at %#x; process %+v", p.Pid, loc, ok, text.Start+16, proc)
+				}
+			})
+		}
+	}
+}
+
+// A Table gives the same answer whatever the order of a dump's thread
+// records: a thread's FORK before its leader's (a tid below the pid, as
+// the dumps wrote them before they put the leader first) changes
+// nothing, unlike in perf, where it leaves the thread without maps.
+func TestTableThreadOrder(t *testing.T) {
+	st := uint64(synth.DefaultSampleType)
+	fork := func(tid, ppid uint32) []byte {
+		f := perfdata.Fork{Misc: perfdata.MiscForkExec, Pid: 900, Ppid: ppid, Tid: tid, Ptid: ppid}
+		return f.Append(nil, st, &perfdata.SampleID{Pid: 900, Tid: tid})
+	}
+	comm := func(tid uint32, name string) []byte {
+		c := perfdata.Comm{Pid: 900, Tid: tid, Comm: name}
+		return c.Append(nil, st, &perfdata.SampleID{Pid: 900, Tid: tid})
+	}
+	m := perfdata.Mmap2{Misc: perfdata.MiscUser, Pid: 900, Tid: 900, Addr: 0x400000, Len: 0x1000,
+		Prot: unix.PROT_READ | unix.PROT_EXEC, Filename: "/bin/spin"}
+	mmap := m.Append(nil, st, &perfdata.SampleID{Pid: 900, Tid: 900})
+	leader := [][]byte{fork(900, 1), comm(900, "spin")}
+	thread := [][]byte{fork(400, 900), comm(400, "worker")}
+	var got []string
+	for _, recs := range [][][]byte{
+		slices.Concat(leader, thread, [][]byte{mmap}),
+		slices.Concat(thread, leader, [][]byte{mmap}),
+	} {
+		tab := synth.NewTable()
+		for _, raw := range recs {
+			if err := tab.Apply(&synth.Record{Kind: synth.KindSynthesized, Gen: 1, Raw: raw}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tab.Apply(&synth.Record{Kind: synth.KindDumpEnd, Gen: 1}); err != nil {
+			t.Fatal(err)
+		}
+		loc, ok := tab.Resolve(900, 0x400010)
+		p, _ := tab.Process(900)
+		got = append(got, fmt.Sprintf("%v %s %+v", ok, loc.Mapping.Path, p))
+	}
+	if got[0] != got[1] || !strings.HasPrefix(got[0], "true /bin/spin &{Pid:900 Comm:spin ") {
+		t.Errorf("leader first: %s\nthread first: %s", got[0], got[1])
+	}
+}
