@@ -207,7 +207,7 @@ func (c *cmdLine) addCommon(cf *commonFlags, opts *synth.Options, what, outUsage
 	fs.StringVarP(&cf.out, "output", "o", outDefault, outUsage)
 	fs.BoolVarP(&cf.all, "all-cpus", "a", false, what+" every process (system-wide; the default without a target)")
 	fs.StringVarP(&cf.tf.pids, "pid", "p", "", what+" only these processes (`pid[,pid...]`; a thread id means its process)")
-	fs.StringVarP(&cf.tf.tids, "tid", "t", "", what+" only these threads (`tid[,tid...]`): their processes' mappings, these threads' records")
+	fs.StringVarP(&cf.tf.tids, "tid", "t", "", what+" only these threads (`tid[,tid...]`): their processes' mappings, these threads' records and their leaders'")
 	fs.StringVarP(&cf.tf.uid, "uid", "u", "", what+" only the processes of `user` (a name or a number)")
 	fs.StringVarP(&cf.tf.cgroup, "cgroup", "G", "", what+" only the processes in cgroup `path` or below it (in the perf_event or cgroup2 hierarchy)")
 	fs.BoolVarP(&opts.Data, "data", "d", false, "include non-executable (data) mappings, as perf record -d")
