@@ -1,8 +1,10 @@
 package testproc
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -28,31 +30,79 @@ const ThreadName = "below"
 // tids, ascending. It needs root: it writes ns_last_pid, high before the
 // helper starts and low before its threads do. That moves where the
 // host's next pids come from, and nothing more, so nothing is restored.
-// Another process that writes ns_last_pid meanwhile fails the test.
+// The helpers of concurrent tests take turns (a lock file); should
+// another process write ns_last_pid meanwhile, the helper is started
+// again, three times at most.
 func StartWrapped(t testing.TB, spec Spec, n int) (*Proc, []int) {
 	t.Helper()
+	if spec.Dir == "" {
+		spec.Dir = t.TempDir()
+	}
+	for try := 1; ; try++ {
+		p, tids, err := startWrapped(spec, n)
+		if err == nil {
+			t.Cleanup(func() { p.Stop() })
+			return p, tids
+		}
+		if errors.Is(err, errNoRoom) {
+			t.Skip(err)
+		}
+		if try == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("try %d: %v", try, err)
+	}
+}
+
+var errNoRoom = errors.New("pid_max leaves no room for a wrap")
+
+func startWrapped(spec Spec, n int) (*Proc, []int, error) {
 	pidMax, err := readInt("/proc/sys/kernel/pid_max")
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	// Ids below RESERVED_PIDS (300) are never given again after a wrap;
 	// low is above them, high well above low and below pid_max.
 	const low = 1000
-	if pidMax < 4*low {
-		t.Skipf("pid_max is %d: no room for a wrap", pidMax)
+	high := pidMax - 2*low
+	if high < 2*low {
+		return nil, nil, fmt.Errorf("%w: %d", errNoRoom, pidMax)
 	}
-	setLastPid(t, pidMax-2*low)
-	p := StartT(t, spec)
+	unlock, err := lockLastPid()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
+	if err := setLastPid(high); err != nil {
+		return nil, nil, err
+	}
+	p, err := Start(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	tids, err := p.below(n, low)
+	if err != nil {
+		p.Stop()
+		return nil, nil, err
+	}
+	return p, tids, nil
+}
+
+// below has p start n threads after ns_last_pid is set to low, and
+// returns their tids, below p's pid.
+func (p *Proc) below(n, low int) ([]int, error) {
 	if p.Pid <= 2*low {
-		t.Fatalf("the helper got pid %d after ns_last_pid was set to %d: another process set it", p.Pid, pidMax-2*low)
+		return nil, fmt.Errorf("the helper got pid %d: another process set ns_last_pid", p.Pid)
 	}
-	setLastPid(t, low)
+	if err := setLastPid(low); err != nil {
+		return nil, err
+	}
 	if err := p.command(fmt.Sprintf("below %d", n)); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	comms, err := p.Comms()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var tids []int
 	for tid, name := range comms {
@@ -62,16 +112,31 @@ func StartWrapped(t testing.TB, spec Spec, n int) (*Proc, []int) {
 	}
 	slices.Sort(tids)
 	if len(tids) != n || tids[n-1] >= p.Pid {
-		t.Fatalf("pid %d: threads %s %v; want %d below the pid", p.Pid, ThreadName, tids, n)
+		return nil, fmt.Errorf("pid %d: threads %s %v; want %d below the pid", p.Pid, ThreadName, tids, n)
 	}
-	return p, tids
+	return tids, nil
 }
 
-func setLastPid(t testing.TB, pid int) {
-	t.Helper()
-	if err := os.WriteFile(nsLastPid, []byte(strconv.Itoa(pid)), 0); err != nil {
-		t.Fatalf("set ns_last_pid: %v", err)
+// lockLastPid takes the lock that the helpers of concurrent tests (of
+// several test binaries: go test runs packages in parallel) take while
+// they set ns_last_pid and start their processes.
+func lockLastPid() (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "synth-testproc-ns_last_pid.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
 	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func setLastPid(pid int) error {
+	if err := os.WriteFile(nsLastPid, []byte(strconv.Itoa(pid)), 0); err != nil {
+		return fmt.Errorf("set ns_last_pid: %w", err)
+	}
+	return nil
 }
 
 func readInt(path string) (int, error) {
