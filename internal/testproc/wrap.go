@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/procfs"
+	"github.com/synth-dev/synth/internal/testenv"
 )
 
 // nsLastPid is the last pid the kernel gave in this process's pid
@@ -35,6 +36,8 @@ const ThreadName = "below"
 // again, three times at most.
 func StartWrapped(t testing.TB, spec Spec, n int) (*Proc, []int) {
 	t.Helper()
+	_, err := os.Stat(nsLastPid)
+	testenv.Option(t, err == nil, "CONFIG_CHECKPOINT_RESTORE ("+nsLastPid+")")
 	if spec.Dir == "" {
 		spec.Dir = t.TempDir()
 	}
