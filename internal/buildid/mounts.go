@@ -1,6 +1,7 @@
 package buildid
 
 import (
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,9 @@ type mounts struct {
 	mu    sync.Mutex
 	types map[procfs.Dev]string // nil: not read this dump
 	seen  map[int]bool          // processes whose tables were read this dump
+	// points are where this process's mount table mounts each device;
+	// nil: not read this dump.
+	points map[procfs.Dev][]string
 }
 
 // shmDev is the device of the kernel's internal shmem mount, which holds
@@ -50,7 +54,7 @@ var shmDev = sync.OnceValue(func() procfs.Dev {
 // reset makes the next question read the mount tables again.
 func (m *mounts) reset() {
 	m.mu.Lock()
-	m.types, m.seen = nil, nil
+	m.types, m.seen, m.points = nil, nil, nil
 	m.mu.Unlock()
 }
 
@@ -86,4 +90,47 @@ func (m *mounts) merge(pid int) {
 	for dev, typ := range types {
 		m.types[dev] = typ
 	}
+}
+
+// openPath opens path as this process's mount namespace resolves it,
+// with flags, without leaving the mount of dev whose mount point is the
+// longest prefix of path: never into another mount (a FUSE mount there
+// would block the open for ever), never through a symbolic link (a
+// record's name is resolved already). dev must be local.
+func (m *mounts) openPath(path string, dev procfs.Dev, flags uint64) (int, error) {
+	mp, ok := m.pointOf(path, dev)
+	if !ok {
+		return -1, unix.EXDEV
+	}
+	dir, err := unix.Open(mp, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(dir)
+	rel := strings.TrimLeft(strings.TrimPrefix(path, mp), "/")
+	if rel == "" {
+		return -1, unix.EISDIR
+	}
+	return unix.Openat2(dir, rel, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+}
+
+// pointOf returns the longest mount point of dev, in this process's
+// mount table, under which path lies.
+func (m *mounts) pointOf(path string, dev procfs.Dev) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.points == nil {
+		if m.points, _ = procfs.ReadMountPoints(); m.points == nil {
+			m.points = make(map[procfs.Dev][]string)
+		}
+	}
+	best, found := "", false
+	for _, p := range m.points[dev] {
+		under := p == "/" || path == p || strings.HasPrefix(path, p+"/")
+		if under && strings.HasPrefix(path, "/") && (!found || len(p) > len(best)) {
+			best, found = p, true
+		}
+	}
+	return best, found
 }

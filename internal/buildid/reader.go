@@ -52,6 +52,12 @@ type Result struct {
 	// Unmapped: the mapping asked for was gone; another process's may
 	// lead to the file.
 	Unmapped bool
+	// Stat is the file's identity and times as read (Read), the same
+	// before and after the read.
+	Stat mapread.Stat
+	// Via is the mapping the file was read through, if it was read
+	// through one (ReadAt).
+	Via Mapping
 }
 
 // Reader reads build IDs from files, each file on a goroutine of its
@@ -147,9 +153,59 @@ func (r *Reader[K]) Wait(key K, j *Job, expired <-chan struct{}) (Result, bool) 
 // on a filesystem whose reads may never end is read in the helper
 // process.
 func (r *Reader[K]) ReadAt(m Mapping, dev procfs.Dev, is func(*mapread.Stat) bool) (Result, bool) {
-	path := mapread.Path(m.Pid, m.Start, m.End)
+	res, ok := r.read(mapread.Path(m.Pid, m.Start, m.End), dev, m.Pid, is)
+	if ok {
+		res.Via = m
+	}
+	return res, ok
+}
+
+// ReadPath reads the build ID of the file at path, as this process's
+// mount namespace resolves it, under the checks of ReadAt: a mapped
+// file whose process has exited can be reached only by its name, which
+// may lead to another file by now (is must say which file is wanted).
+// Only a regular file on a local filesystem is read, and the path
+// never leaves the mount of dev it starts in (mounts.openPath).
+func (r *Reader[K]) ReadPath(path string, dev procfs.Dev, is func(*mapread.Stat) bool) (Result, bool) {
+	if !r.mounts.local(dev, 0) {
+		return Result{}, false
+	}
+	fd, err := r.mounts.openPath(path, dev, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return Result{}, false
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	return r.check(mapread.ReadRegular(f), is)
+}
+
+// StatPath returns the identity and times of the file at path, opened
+// as ReadPath opens it but not for reading (O_PATH): nothing is read.
+func (r *Reader[K]) StatPath(path string, dev procfs.Dev) (mapread.Stat, bool) {
+	if !r.mounts.local(dev, 0) {
+		return mapread.Stat{}, false
+	}
+	fd, err := r.mounts.openPath(path, dev, unix.O_PATH)
+	if err != nil {
+		return mapread.Stat{}, false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return mapread.Stat{}, false
+	}
+	return mapread.StatOf(&st), true
+}
+
+// Local reports whether this process reads files on dev itself, as a
+// file of process pid (0: this process's mount table only): whether
+// they are on a filesystem whose operations end, so that a stat(2) of
+// one cannot block for ever.
+func (r *Reader[K]) Local(dev procfs.Dev, pid int) bool { return r.mounts.local(dev, pid) }
+
+func (r *Reader[K]) read(path string, dev procfs.Dev, pid int, is func(*mapread.Stat) bool) (Result, bool) {
 	var res mapread.Result
-	if r.mounts.local(dev, m.Pid) {
+	if r.mounts.local(dev, pid) {
 		res = mapread.Read(path)
 	} else {
 		var err error
@@ -157,15 +213,21 @@ func (r *Reader[K]) ReadAt(m Mapping, dev procfs.Dev, is func(*mapread.Stat) boo
 			return Result{}, false
 		}
 	}
+	return r.check(res, is)
+}
+
+// check makes res a Result if the file read is the one is wants, with
+// the same identity and times before and after the read.
+func (r *Reader[K]) check(res mapread.Result, is func(*mapread.Stat) bool) (Result, bool) {
 	// The contents must not have changed while they were read.
 	if !res.Opened || !res.Read || res.Before != res.After || !is(&res.Before) {
 		return Result{}, false
 	}
 	switch uint32(res.FsType) {
 	case tmpfsMagic, ramfsMagic, hugetlbfsMagic:
-		return Result{ID: res.ID, Read: true, Volatile: true}, true
+		return Result{ID: res.ID, Read: true, Volatile: true, Stat: res.Before}, true
 	}
-	return Result{ID: res.ID, Read: true}, true
+	return Result{ID: res.ID, Read: true, Stat: res.Before}, true
 }
 
 // Kernel reads the running kernel's build ID from /sys/kernel/notes.

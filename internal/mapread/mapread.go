@@ -38,19 +38,30 @@ func Path(pid int, start, end uint64) string {
 // process. The caller checks that Before and After name the file it
 // wants, with the same contents.
 func Read(path string) Result {
-	var res Result
 	f, err := os.Open(path)
 	if err != nil {
-		return res
+		return Result{}
 	}
 	defer f.Close()
+	return read(f, false)
+}
+
+// ReadRegular is Read of f, a file opened by its name, which could be
+// anything by now: only a regular file is read.
+func ReadRegular(f *os.File) Result { return read(f, true) }
+
+func read(f *os.File, regular bool) Result {
+	var res Result
 	fd := int(f.Fd())
 	var st unix.Stat_t
 	var fs unix.Statfs_t
 	if unix.Fstat(fd, &st) != nil || unix.Fstatfs(fd, &fs) != nil {
 		return res
 	}
-	res.Opened, res.Before, res.FsType = true, statOf(&st), int64(fs.Type)
+	if regular && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return res
+	}
+	res.Opened, res.Before, res.FsType = true, StatOf(&st), int64(fs.Type)
 	id, err := elfnote.BuildID(f, st.Size)
 	var fe *elfnote.FormatError
 	switch {
@@ -61,10 +72,11 @@ func Read(path string) Result {
 	if unix.Fstat(fd, &st) != nil {
 		return res
 	}
-	res.Read, res.ID, res.After = true, id, statOf(&st)
+	res.Read, res.ID, res.After = true, id, StatOf(&st)
 	return res
 }
 
-func statOf(st *unix.Stat_t) Stat {
+// StatOf is the Stat of st.
+func StatOf(st *unix.Stat_t) Stat {
 	return Stat{Dev: st.Dev, Ino: st.Ino, Ctime: st.Ctim, Mtime: st.Mtim}
 }
