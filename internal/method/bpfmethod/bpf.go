@@ -87,7 +87,7 @@ func NewWithRings(opts config.Resolved, rc RingConfig) (*BPF, error) {
 		// Synthesized records are written under the side-band's attr.
 		b.ident = b.rings.live[0].ID()
 	}
-	b.live = newLiveSide(&rc, b.rings, b.dd, opts.BuildIDWait())
+	b.live = newLiveSide(&rc, b.rings, b.dd, opts.BuildIDWait(), b.ids.files)
 	b.walk = newWalker(b.lo, b.rings, b.ids, b.live)
 	if err := b.lo.findKernel(opts.NoKernel); err != nil {
 		b.Close()

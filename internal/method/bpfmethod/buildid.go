@@ -30,11 +30,15 @@ type buildIDs struct {
 	// early are the files whose read began during this dump's walk
 	// (startPending).
 	early map[synthbpf.SynthSynthFileKey]struct{}
+	// files are the method's files read, the dumps' and the live
+	// side's, for the live records (liveIDs), whose times the kernel
+	// does not report.
+	files *idCache
 }
 
 func newBuildIDs(objs *objects, wait time.Duration) *buildIDs {
 	return &buildIDs{objs: objs, reader: buildid.NewReader[synthbpf.SynthSynthFileKey](wait),
-		early: make(map[synthbpf.SynthSynthFileKey]struct{})}
+		early: make(map[synthbpf.SynthSynthFileKey]struct{}), files: newIDCache()}
 }
 
 // Close stops the reads under way.
@@ -110,6 +114,7 @@ func (ib *buildIDs) resolvePending(d *assemble.Assembler, others func(fileIdent)
 			continue // gone or changed: the next dump tries again
 		}
 		d.Stats.FilesRead++
+		ib.files.put(identOfKey(&j.key), res)
 		if _, ok := ib.early[j.key]; ok {
 			d.Stats.FilesReadEarly++
 		}

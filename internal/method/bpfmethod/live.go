@@ -65,10 +65,10 @@ type liveSide struct {
 	buf           liveBuf
 }
 
-func newLiveSide(rc *RingConfig, r *rings, dd *dedupe.Deduper, wait time.Duration) *liveSide {
+func newLiveSide(rc *RingConfig, r *rings, dd *dedupe.Deduper, wait time.Duration, cache *idCache) *liveSide {
 	l := &liveSide{st: rc.LiveAttr().SampleType, dd: dd}
 	if rc.BuildID {
-		l.ids = newLiveIDs(wait)
+		l.ids = newLiveIDs(wait, cache)
 	}
 	if rc.Sampler != nil {
 		l.samplerST = rc.Sampler.SampleType
@@ -124,6 +124,18 @@ func (b *BPF) TakeLive() []LiveRecord {
 	return l.recs
 }
 
+// LiveBuildIDs returns how many live MMAP2 records were given a build
+// ID, how many were left without one though their file may have one
+// (unread, or changed since), and how many files the live side read
+// (not taken from the cache).
+func (b *BPF) LiveBuildIDs() (found, missed, read uint64) {
+	if b == nil || b.live == nil || b.live.ids == nil {
+		return 0, 0, 0
+	}
+	li := b.live.ids
+	return li.found.Load(), li.missed.Load(), li.read.Load()
+}
+
 // Close stops the build IDs' reads under way.
 func (l *liveSide) Close() error {
 	if l == nil {
@@ -143,8 +155,11 @@ func (l *liveSide) pass(r *round) error {
 		rec := r.liveArena[start:end]
 		start = end
 		clearLeakedBuildID(rec)
-		if l.ids != nil {
-			l.ids.want(rec)
+		if l.ids != nil && perfdata.RecordView(rec).Type() == perfdata.RecordMmap2 {
+			// A record without its time gets no build ID (fill); the
+			// loop below returns the error.
+			lr, _ := l.classify(rec)
+			l.ids.want(rec, lr.Time)
 		}
 	}
 	l.ids.fill()
