@@ -209,6 +209,27 @@ type SessionStats struct {
 	// left the target (the sampler is opened on the target's tasks), or,
 	// for a cgroup, joined the cgroup after the target was resolved.
 	FilteredSamples uint64
+	// LiveBuildIDs counts the live MMAP2 records given their file's
+	// build ID. synth reads it from the file (the side-band does not
+	// ask the kernel for it), once per file for the session's life:
+	// through a mapping of the file while one exists, else, once every
+	// process that mapped it has exited, through the record's path, in
+	// synth's mount namespace, only if the file there is the record's
+	// device and inode, last changed before the record (DESIGN.md,
+	// "Build IDs, and why they can be trusted").
+	LiveBuildIDs uint64
+	// LiveBuildIDsMissed counts the live MMAP2 records of a file left
+	// in the maj/min/ino form though the file may have a build ID: it
+	// could not be read in time (--buildid-timeout), was gone (deleted,
+	// or at a path of another mount namespace: a container's
+	// short-lived process), or had changed since the record. A profiler
+	// finds such a mapping's file by its name, as perf does, or not at
+	// all; a Table's Resolve gives it no build ID.
+	LiveBuildIDsMissed uint64
+	// LiveFilesRead counts the files the live side read (opened) for
+	// their build IDs; the others' IDs came from the session's cache
+	// after a stat(2), or from a dump's read.
+	LiveFilesRead uint64
 }
 
 // Session streams the records of a host, or of some processes: the state
@@ -431,6 +452,7 @@ func (s *Session) Stats() SessionStats {
 	if s.unmapsErr == nil {
 		st.UnmapsMissed, _ = s.b.UnmapMisses() // the programs are loaded: it cannot fail
 	}
+	st.LiveBuildIDs, st.LiveBuildIDsMissed, st.LiveFilesRead = s.b.LiveBuildIDs()
 	return st
 }
 
