@@ -140,3 +140,71 @@ func TestSessionShortLivedBuildIDs(t *testing.T) {
 		t.Errorf("stats: %d live build IDs, want at least %d (%+v)", st.LiveBuildIDs, n, st)
 	}
 }
+
+// A program rebuilt right after its process exited, in place (the same
+// inode) or at the same path (a new inode, by rename), before the
+// session's drain reads it: the process's live MMAP2 gets no build ID,
+// never the new file's, which a read by path, as perf's end-of-record
+// pass reads, would give.
+func TestSessionShortLivedRebuilt(t *testing.T) {
+	testenv.Root(t)
+	dir := t.TempDir()
+	bins := shortBinaries(t, dir, 4) // 0, 1: run; 2, 3: what replaces them
+	s := openSession(t, synth.SessionOptions{})
+	if err := s.Dump(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	readDump(t, s)
+	newer := make(map[string][]byte)
+	pids := make(map[uint32]string)
+	for i, bin := range bins[:2] {
+		cmd := exec.Command(bin)
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		pids[uint32(cmd.Process.Pid)] = bin
+		next, err := os.ReadFile(bins[2+i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			// In place: the inode, and so the record's device and
+			// inode, stay.
+			f, err := os.OpenFile(bin, os.O_WRONLY|os.O_TRUNC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Write(next)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.Rename(bins[2+i], bin); err != nil {
+			t.Fatal(err)
+		}
+		newer[bin] = readelfID(t, bin)
+	}
+	seen := make(map[string]bool)
+	readFlushed(t, s, func(r *synth.Record) {
+		if r.Kind != synth.KindLive || r.Type() != perfdata.RecordMmap2 {
+			return
+		}
+		m := perfdata.Mmap2View(r.Raw)
+		bin, ours := pids[m.Pid()]
+		if !ours || string(m.Filename()) != bin {
+			return
+		}
+		seen[bin] = true
+		if got := m.BuildID(); got != nil {
+			t.Errorf("%s, rebuilt after its process exited: build ID %x (the new file's: %x), want none",
+				filepath.Base(bin), got, newer[bin])
+		}
+	})
+	for _, bin := range bins[:2] {
+		if !seen[bin] {
+			t.Errorf("no live MMAP2 of %s", filepath.Base(bin))
+		}
+	}
+}

@@ -20,7 +20,8 @@ import (
 // A live MMAP2 gets its file's build ID only if the file its mapping
 // leads to is the record's device and inode; a record whose mapping is
 // gone is read through another record's mapping of the same file, and
-// keeps maj/min/ino when there is none.
+// keeps maj/min/ino when there is none and its path leads to another
+// inode.
 func TestLiveIDsFill(t *testing.T) {
 	testenv.Root(t)
 	path := filepath.Join(t.TempDir(), "lib.so")
@@ -56,7 +57,7 @@ func TestLiveIDsFill(t *testing.T) {
 		rec(gone, addr, st.Ino),        // gone; read through the next
 		rec(self, addr, st.Ino),        // this process's mapping
 		rec(self, addr, st.Ino+1),      // another inode than the mapping's
-		rec(gone, addr+size, st.Ino+2), // gone, and no other mapping
+		rec(gone, addr+size, st.Ino+2), // gone, no other mapping, path to another inode
 	}
 	li := newLiveIDs(2*time.Second, nil)
 	defer li.Close()
