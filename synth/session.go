@@ -230,6 +230,11 @@ type SessionStats struct {
 	// their build IDs; the others' IDs came from the session's cache
 	// after a stat(2), or from a dump's read.
 	LiveFilesRead uint64
+	// Grown are the KSYMBOL and BPF_EVENT records the kernel had made
+	// too long, cut to their true size: it grows the records of the
+	// side-band once for every event opened after it that hears them
+	// (another synth, a perf record). README, "Beside perf record".
+	Grown uint64
 }
 
 // Session streams the records of a host, or of some processes: the state
@@ -453,6 +458,7 @@ func (s *Session) Stats() SessionStats {
 		st.UnmapsMissed, _ = s.b.UnmapMisses() // the programs are loaded: it cannot fail
 	}
 	st.LiveBuildIDs, st.LiveBuildIDsMissed, st.LiveFilesRead = s.b.LiveBuildIDs()
+	st.Grown = s.b.Grown()
 	return st
 }
 

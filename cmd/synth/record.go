@@ -128,6 +128,10 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	}
 	if r.verbose > 0 {
 		printSummary(info, st.Dump, time.Now().Add(-st.Duration), false)
+		if n := st.Session.Grown; n > 0 {
+			fmt.Fprintf(info, "synth: %d KSYMBOL or BPF_EVENT %s the kernel had grown (another profiler listening), cut to their true size\n",
+				n, plural(n, "record", "records"))
+		}
 	}
 	return max(code, recordSummary(info, st, last, stdout))
 }

@@ -3,6 +3,7 @@ package bpfmethod
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/synth-dev/synth/internal/dedupe"
@@ -62,7 +63,10 @@ type liveSide struct {
 	ids           *liveIDs // the MMAP2s' build IDs; nil without them
 	dd            *dedupe.Deduper
 	dumping       bool // a dump runs: live records go to dd too
-	buf           liveBuf
+	// grown counts the records trimGrown cut; read by Grown from any
+	// goroutine.
+	grown atomic.Uint64
+	buf   liveBuf
 }
 
 func newLiveSide(rc *RingConfig, r *rings, dd *dedupe.Deduper, wait time.Duration, cache *idCache) *liveSide {
@@ -106,6 +110,16 @@ func (b *BPF) DrainLive() (stale int, lost uint64, err error) {
 	stale, lost = len(r.recs), r.lost
 	r.lost = 0
 	return stale, lost, nil
+}
+
+// Grown returns how many KSYMBOL, BPF_EVENT and TEXT_POKE records of
+// the side-band the kernel had grown and the live side cut to their
+// true size (see liveSide.trimGrown).
+func (b *BPF) Grown() uint64 {
+	if b.live == nil {
+		return 0
+	}
+	return b.live.grown.Load()
 }
 
 // TakeLive returns the live records drained since the last call, in
@@ -155,6 +169,7 @@ func (l *liveSide) pass(r *round) error {
 		rec := r.liveArena[start:end]
 		start = end
 		clearLeakedBuildID(rec)
+		l.trimGrown(rec)
 		if l.ids != nil && perfdata.RecordView(rec).Type() == perfdata.RecordMmap2 {
 			// A record without its time gets no build ID (fill); the
 			// loop below returns the error.
@@ -165,7 +180,10 @@ func (l *liveSide) pass(r *round) error {
 	l.ids.fill()
 	start = 0
 	for _, end := range r.liveEnds {
+		// A record trimGrown cut ends at its header's size, the rest
+		// of its place in the arena stale.
 		rec := r.liveArena[start:end]
+		rec = rec[:perfdata.RecordView(rec).Size()]
 		start = end
 		lr, err := l.classify(rec)
 		if err != nil {
@@ -203,6 +221,19 @@ func clearLeakedBuildID(rec []byte) {
 	v := perfdata.RecordView(rec)
 	if v.Type() == perfdata.RecordMmap2 && v.Misc()&perfdata.MiscMmapBuildID != 0 {
 		v.SetMisc(v.Misc() &^ perfdata.MiscMmapBuildID)
+	}
+}
+
+// trimGrown cuts a KSYMBOL or BPF_EVENT of the side-band that the
+// kernel grew to its true size, in place (perfdata.TrimGrown says how
+// the kernel grows them): the rings' owners, which alone ask for them,
+// are served after every event on the host opened later (another synth,
+// a perf record), and get records as long as those events' trailers
+// made them. A record trimGrown cannot read is passed on as the kernel
+// wrote it.
+func (l *liveSide) trimGrown(rec []byte) {
+	if _, cut, err := perfdata.TrimGrown(rec, l.st); err == nil && cut > 0 {
+		l.grown.Add(1)
 	}
 }
 

@@ -1,0 +1,178 @@
+package synth_test
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+
+	"github.com/synth-dev/synth/internal/perfring"
+	"github.com/synth-dev/synth/internal/perftest"
+	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/perfdata"
+	"github.com/synth-dev/synth/synth"
+)
+
+// The kernel adds each event's sample_id size to the header.size of a
+// KSYMBOL or BPF_EVENT record it shares among them, newest event first,
+// and never takes it back (perf_event_ksymbol_output(),
+// perf_event_bpf_output()): an event opened after a session's rings that
+// hears them (another synth, a perf record) makes the session's records
+// longer than they are, their trailer no longer at their end, and perf
+// 6.1 refuses the file ("failed to process type: 17 [Bad address]").
+
+// growerSampleType is the trailer of the newer events: 48 bytes, which
+// the kernel adds to every KSYMBOL and BPF_EVENT older events get.
+const growerSampleType = perfdata.SampleTID | perfdata.SampleTime | perfdata.SampleTypeID |
+	perfdata.SampleStreamID | perfdata.SampleCPU | perfdata.SampleIdentifier
+
+// openGrowers opens, on every CPU, a side-band event that hears KSYMBOL
+// and BPF_EVENT with a large trailer, as another profiler started after
+// the session would.
+func openGrowers(t *testing.T) {
+	t.Helper()
+	cpus, err := perfring.OnlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := perfdata.Attr{Type: perfdata.TypeSoftware, Size: perfdata.AttrSize, Config: perfdata.CountSWDummy,
+		SamplePeriod: 1, SampleType: growerSampleType,
+		Flags: perfdata.AttrKsymbol | perfdata.AttrBPFEvent | perfdata.AttrSampleIDAll}
+	for _, cpu := range cpus {
+		ev, err := perfring.Open(&a, -1, cpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ev.Close() })
+		if err := ev.MapRing(8); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// loadFilter loads a socket filter, which the kernel announces with a
+// KSYMBOL and a BPF_EVENT, and returns its id and address.
+func loadFilter(t *testing.T) (id uint32, addr uint64) {
+	t.Helper()
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "synth_grown", Type: ebpf.SocketFilter, License: "MIT",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
+	if err != nil {
+		t.Fatalf("load a socket filter: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	info, err := p.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := info.ID()
+	ksyms, ok := info.JitedKsymAddrs()
+	if !ok || len(ksyms) != 1 {
+		t.Fatalf("program %d: the kernel shows %d function addresses", pid, len(ksyms))
+	}
+	return uint32(pid), uint64(ksyms[0])
+}
+
+// ofFilter reports whether rec is the KSYMBOL of addr or the BPF_EVENT
+// of id.
+func ofFilter(rec []byte, id uint32, addr uint64) bool {
+	switch perfdata.RecordView(rec).Type() {
+	case perfdata.RecordKsymbol:
+		return len(rec) >= 16 && binary.NativeEndian.Uint64(rec[8:]) == addr
+	case perfdata.RecordBPFEvent:
+		return len(rec) >= 16 && binary.NativeEndian.Uint32(rec[12:]) == id
+	}
+	return false
+}
+
+// checkTrueSize fails t unless rec is of its true size, its trailer,
+// of sample type st, at its end and naming this process.
+func checkTrueSize(t *testing.T, rec []byte, st uint64) {
+	t.Helper()
+	typ := perfdata.RecordView(rec).Type()
+	n, err := perfdata.TrueSize(rec, st)
+	if err != nil || n != len(rec) {
+		t.Errorf("%s of %d bytes, true size %d (%v)", typ, len(rec), n, err)
+		return
+	}
+	sid, err := perfdata.ParseSampleID(rec, st)
+	if err != nil || sid.Pid != uint32(os.Getpid()) {
+		t.Errorf("%s trailer %+v (%v), want pid %d", typ, sid, err, os.Getpid())
+	}
+}
+
+// A session's KSYMBOL and BPF_EVENT records of a program loaded while a
+// newer event hears them are of their true size, their trailer at their
+// end.
+func TestSessionTrimsGrownRecords(t *testing.T) {
+	s := openSession(t, synth.SessionOptions{})
+	openGrowers(t) // newer
+	id, addr := loadFilter(t)
+	st := s.Attrs()[0].Attr.SampleType
+	seen := 0
+	readFlushed(t, s, func(r *synth.Record) {
+		if r.Kind == synth.KindLive && ofFilter(r.Raw, id, addr) {
+			seen++
+			checkTrueSize(t, r.Raw, st)
+		}
+	})
+	if seen != 2 {
+		t.Fatalf("the session streamed %d of the program's KSYMBOL and BPF_EVENT, want 2", seen)
+	}
+	if g := s.Stats().Grown; g < 2 {
+		t.Errorf("Stats().Grown = %d, want at least the program's 2", g)
+	}
+}
+
+// A profile of the host during which a program loads, with a newer event
+// hearing its KSYMBOL and BPF_EVENT, is read whole by perf script and
+// perf report, and holds the records at their true size.
+func TestProfileGrownRecordsPerfReads(t *testing.T) {
+	testenv.Root(t)
+	testenv.Perf(t)
+	path := filepath.Join(t.TempDir(), "perf.data")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var id uint32
+	var addr uint64
+	opts := synth.ProfileOptions{Sampling: func() {
+		openGrowers(t)
+		id, addr = loadFilter(t)
+		cancel()
+	}}
+	st, err := synth.Profile(ctx, opts, f, synth.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st.Session.Grown < 2 {
+		t.Errorf("Session.Grown = %d, want at least the program's 2", st.Session.Grown)
+	}
+	seen := 0
+	for _, rec := range perftest.ReadRecords(t, path) {
+		if ofFilter(rec.Data, id, addr) {
+			seen++
+			checkTrueSize(t, rec.Data, rec.SampleType)
+		}
+	}
+	if seen != 2 {
+		t.Errorf("the file holds %d of the program's KSYMBOL and BPF_EVENT, want 2", seen)
+	}
+	for _, args := range [][]string{{"script"}, {"report", "--stdio"}} {
+		r := perftest.Run(t, perftest.Command(t, append(args, "-i", path)...))
+		if r.Code != 0 || strings.Contains(r.Stderr, "failed to process") {
+			t.Errorf("perf %s: exit %d: %s (%s)", args[0], r.Code, clip(r.Stderr), testenv.Keep(path))
+		}
+	}
+}
