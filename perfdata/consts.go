@@ -140,6 +140,7 @@ const (
 	AttrKsymbol       = 1 << 29
 	AttrBPFEvent      = 1 << 30
 	AttrCgroup        = 1 << 32
+	AttrTextPoke      = 1 << 33
 	AttrBuildID       = 1 << 34
 )
 

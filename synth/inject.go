@@ -57,6 +57,12 @@ type InjectStats struct {
 	// aborts (the union zeroed: the file named by its path alone).
 	// DESIGN.md, "synth inject", says why.
 	BadBuildIDs int
+	// Grown are perf's KSYMBOL, BPF_EVENT and TEXT_POKE records that the
+	// kernel had made longer than they are, for every event opened
+	// after perf's that heard them, cut to their true size, their
+	// trailer at their end: perf 6.1 refuses such a record (README,
+	// "Beside perf record").
+	Grown int
 	// Times say how soon after perf's events began the dump read the
 	// host, and what it waited for.
 	Times InjectTimes
@@ -101,7 +107,9 @@ type InjectTimes struct {
 // record up to the dump's end.
 //
 // perf's records are passed on unchanged but an MMAP2 whose build-ID
-// bit perf would misread, which loses it (InjectStats.BadBuildIDs).
+// bit perf would misread, which loses it (InjectStats.BadBuildIDs), and
+// a KSYMBOL, BPF_EVENT or TEXT_POKE the kernel grew, cut to its true
+// size (InjectStats.Grown).
 //
 // ctx bounds the dump; perf's records are copied until in ends. out is
 // not closed; when the output fails part way, what was written stays a

@@ -20,12 +20,53 @@ type perfRec struct {
 	// badID marks an MMAP2 whose build ID perf could not read, made
 	// one of the maj/min/ino form (see clearBadBuildID).
 	badID bool
+	// grown marks a KSYMBOL, BPF_EVENT or TEXT_POKE the kernel had
+	// grown, cut to its true size (see trimGrown).
+	grown bool
 }
 
 func copyRec(r perfdata.Record, attrs []perfdata.EventAttr) perfRec {
 	p := perfRec{data: bytes.Clone(r.Data), payload: bytes.Clone(r.Payload)}
 	p.badID = clearBadBuildID(p.data, attrs)
+	p.data, p.grown = trimGrown(p.data, attrs)
 	return p
+}
+
+// trimGrown cuts a KSYMBOL, BPF_EVENT or TEXT_POKE of perf's that the
+// kernel grew to its true size, with the trailer of the attr that asked
+// for such records, and reports whether it did. The kernel adds every
+// event's sample_id size to the header it shares among the events that
+// hear the record, newest first, and never takes it back
+// (perfdata.TrimGrown): perf's events, opened before another profiler's
+// (a synth session, a second perf), get records whose trailer is not at
+// their end, and perf 6.1 refuses them ("failed to process type: 17").
+// A record of a type no attr asked for, or that TrimGrown cannot read,
+// is passed on as it is.
+func trimGrown(rec []byte, attrs []perfdata.EventAttr) ([]byte, bool) {
+	var flag uint64
+	switch perfdata.RecordView(rec).Type() {
+	case perfdata.RecordKsymbol:
+		flag = perfdata.AttrKsymbol
+	case perfdata.RecordBPFEvent:
+		flag = perfdata.AttrBPFEvent
+	case perfdata.RecordTextPoke:
+		flag = perfdata.AttrTextPoke
+	default:
+		return rec, false
+	}
+	i := slices.IndexFunc(attrs, func(a perfdata.EventAttr) bool { return a.Attr.Flags&flag != 0 })
+	if i < 0 {
+		return rec, false
+	}
+	var st uint64
+	if a := attrs[i].Attr; a.Flags&perfdata.AttrSampleIDAll != 0 {
+		st = a.SampleType
+	}
+	out, cut, err := perfdata.TrimGrown(rec, st)
+	if err != nil {
+		return rec, false
+	}
+	return out, cut > 0
 }
 
 // clearBadBuildID rewrites, in place, an MMAP2 whose build-ID bit
@@ -118,12 +159,14 @@ func readInit(sr *perfdata.StreamReader) (*initRecords, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read perf's stream: %w", err)
 		}
+		// Copied first: a record the kernel grew has its time where
+		// hasTime looks only once cut.
+		rec := copyRec(r, sr.Attrs())
 		switch {
 		case r.Type == perfdata.RecordFinishedInit:
 			return in, nil
-		case r.Type == perfdata.RecordSample || r.Type < perfdata.RecordHeaderAttr && hasTime(r.Data, sr.SampleType()):
-			next := copyRec(r, sr.Attrs())
-			in.next = &next
+		case r.Type == perfdata.RecordSample || r.Type < perfdata.RecordHeaderAttr && hasTime(rec.data, sr.SampleType()):
+			in.next = &rec
 			return in, nil
 		case r.Type == perfdata.RecordThreadMap:
 			in.pids = threadMapPids(r.Data)
@@ -133,7 +176,7 @@ func readInit(sr *perfdata.StreamReader) (*initRecords, error) {
 		if size += len(r.Data) + len(r.Payload); size > maxInit {
 			return nil, fmt.Errorf("read perf's stream: over %d bytes before its first event", maxInit)
 		}
-		in.recs = append(in.recs, copyRec(r, sr.Attrs()))
+		in.recs = append(in.recs, rec)
 	}
 }
 

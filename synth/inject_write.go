@@ -80,10 +80,13 @@ func writeSynth(w *perfdata.Writer, recs *recordBuf, ours uint64, seen mapSet, t
 }
 
 // writePerf passes on one of perf's records, counting it in
-// st.BadBuildIDs if its build ID was cleared.
+// st.BadBuildIDs if its build ID was cleared, in st.Grown if it was cut.
 func writePerf(w *perfdata.Writer, r perfRec, st *InjectStats) error {
 	if r.badID {
 		st.BadBuildIDs++
+	}
+	if r.grown {
+		st.Grown++
 	}
 	return w.WriteRecordPayload(r.data, r.payload)
 }

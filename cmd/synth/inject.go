@@ -74,6 +74,9 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 	if st.BadBuildIDs > 0 {
 		fmt.Fprintf(stderr, "synth: inject: warning: %d of perf's MMAP2 records had a build-ID bit perf would misread (the kernel's, or a size over 20): passed on without it\n", st.BadBuildIDs)
 	}
+	if st.Grown > 0 {
+		fmt.Fprintf(stderr, "synth: inject: warning: %d of perf's KSYMBOL, BPF_EVENT or TEXT_POKE records were longer than they are (the kernel grows them for every profiler started after perf): cut to their true size\n", st.Grown)
+	}
 	fillBuildIDCache(stderr, ia.out, ia.noBuildIDCache, ia.buildIDAll)
 	fmt.Fprintf(stderr, "synth: inject: method %s: %d processes, %d synthesized records written, %d left out as perf reported them first, dump %v; %d of perf's records\n",
 		st.Dump.Method, st.Dump.Processes, st.Written, st.Dropped, st.Dump.Elapsed.Round(10*time.Microsecond), st.Perf)
