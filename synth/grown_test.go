@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -232,5 +233,74 @@ func TestInjectTrimsGrownRecords(t *testing.T) {
 	}
 	if seen := ofThisProcess(t, perftest.ReadRecords(t, path), id, addr); seen != 2 {
 		t.Errorf("the output holds %d of the program's KSYMBOL and BPF_EVENT of the kernel, want 2 (%s)", seen, testenv.Keep(path))
+	}
+}
+
+// ownPrograms returns the ids of the BPF programs this process holds
+// open, from /proc/self/fdinfo.
+func ownPrograms(t *testing.T) map[uint32]bool {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[uint32]bool{}
+	for _, fd := range fds {
+		link, _ := os.Readlink("/proc/self/fd/" + fd.Name())
+		if link != "anon_inode:bpf-prog" {
+			continue
+		}
+		info, _ := os.ReadFile("/proc/self/fdinfo/" + fd.Name())
+		for _, line := range strings.Split(string(info), "\n") {
+			var id uint32
+			if _, err := fmt.Sscanf(line, "prog_id:\t%d", &id); err == nil {
+				ids[id] = true
+			}
+		}
+	}
+	return ids
+}
+
+// A session loads its programs before its side-band opens: the kernel
+// grows the KSYMBOL and BPF_EVENT records of every older listener (a
+// perf record started before synth) by each newer one's trailer, so the
+// side-band, open while they loaded, grew the records of synth's loads
+// that perf got. The side-band then hears none of them, and the dump
+// lists them, as it lists every loaded program.
+func TestSessionLoadsBeforeSideband(t *testing.T) {
+	s := openSession(t, synth.SessionOptions{})
+	own := ownPrograms(t)
+	if len(own) == 0 {
+		t.Fatal("the session holds no BPF program open")
+	}
+	heard := 0
+	readFlushed(t, s, func(r *synth.Record) {
+		if r.Kind != synth.KindLive || r.Type() != perfdata.RecordBPFEvent {
+			return
+		}
+		if e, _, err := perfdata.ParseBPFEvent(r.Raw, s.Attrs()[0].Attr.SampleType); err == nil && own[e.ID] {
+			heard++
+		}
+	})
+	if heard > 0 {
+		t.Errorf("the side-band heard %d of the session's %d programs load", heard, len(own))
+	}
+	if err := s.Dump(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	listed := 0
+	var rec synth.Record
+	for rec.Kind != synth.KindDumpEnd {
+		if err := s.Read(&rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Kind == synth.KindSynthesized && rec.Type() == perfdata.RecordBPFEvent {
+			if e, _, err := perfdata.ParseBPFEvent(rec.Raw, s.Attrs()[0].Attr.SampleType); err == nil && own[e.ID] {
+				listed++
+			}
+		}
+	}
+	if listed != len(own) {
+		t.Errorf("the dump lists %d of the session's %d programs", listed, len(own))
 	}
 }

@@ -60,8 +60,8 @@ func NewWithRings(opts config.Resolved, rc RingConfig) (*BPF, error) {
 	}
 	b := &BPF{opts: opts, dd: dedupe.New(0), lo: &loaded{objs: objs}}
 	b.ids = newBuildIDs(objs, opts.BuildIDWait())
-	// The rings need only the events map: they open while the programs
-	// load.
+	// The output rings need only the events map: they open while the
+	// programs load. The side-band opens after (rings.openSideband).
 	type opened struct {
 		r   *rings
 		err error
@@ -78,6 +78,11 @@ func NewWithRings(opts config.Resolved, rc RingConfig) (*BPF, error) {
 	b.rings = o.r
 	if err == nil {
 		err = o.err
+	}
+	if err == nil {
+		start := time.Now()
+		err = b.rings.openSideband(rc)
+		objs.step("side-band", start)
 	}
 	if err != nil {
 		b.Close()

@@ -131,37 +131,65 @@ type rings struct {
 // covers reports whether an event now being opened goes on cpu.
 func (r *rings) covers(cpu int) bool { return r.only == nil || r.only[cpu] }
 
+// openRings opens the BPF output rings, registered in arr, the
+// programs' PERF_EVENT_ARRAY; openSideband opens the rest.
 func openRings(c RingConfig, arr *ebpf.Map) (*rings, error) {
-	if c.Pages == 0 {
-		c.Pages = config.DefaultRingPages
-	}
-	if c.Pages < config.MinRingPages || c.Pages&(c.Pages-1) != 0 {
-		return nil, fmt.Errorf("ring size %d pages: want a power of two >= %d", c.Pages, config.MinRingPages)
+	pages, err := c.pages()
+	if err != nil {
+		return nil, err
 	}
 	cpus, err := perfring.OnlineCPUs()
 	if err != nil {
 		return nil, err
 	}
-	r := &rings{cpus: cpus, size: c.Pages * os.Getpagesize()}
+	r := &rings{cpus: cpus, size: pages * os.Getpagesize()}
 	for _, cpu := range cpus {
-		if err := r.openCPU(cpu, &c, arr); err != nil {
+		if err := r.openOut(cpu, &c, arr); err != nil {
 			r.Close()
 			return nil, err
 		}
 	}
-	if err := r.openTargets(&c); err != nil {
-		r.Close()
-		return nil, err
-	}
 	return r, nil
+}
+
+// pages is the ring size in pages c asks for, checked.
+func (c *RingConfig) pages() (int, error) {
+	if c.Pages == 0 {
+		c.Pages = config.DefaultRingPages
+	}
+	if c.Pages < config.MinRingPages || c.Pages&(c.Pages-1) != 0 {
+		return 0, fmt.Errorf("ring size %d pages: want a power of two >= %d", c.Pages, config.MinRingPages)
+	}
+	return c.Pages, nil
+}
+
+// openSideband opens, if c asks for one, the side-band ring of each CPU,
+// then the scoped side-band and the samplers into them. Its ring owners
+// hear KSYMBOL and BPF_EVENT, which the kernel grows for every older
+// listener by the size of the trailer of each newer one
+// (perfdata.TrimGrown): opened after synth's own programs load, they
+// grow no record of those loads that another profiler started before
+// synth gets.
+func (r *rings) openSideband(c RingConfig) error {
+	if !c.Sideband {
+		return nil
+	}
+	if _, err := c.pages(); err != nil {
+		return err
+	}
+	for _, cpu := range r.cpus {
+		live, err := openRing(c.ownerAttr(), cpu, c.Pages, "side-band")
+		if err != nil {
+			return err
+		}
+		r.live = append(r.live, live)
+	}
+	return r.openTargets(&c)
 }
 
 // openTargets opens the scoped side-band, then the samplers, into the
 // side-band rings.
 func (r *rings) openTargets(c *RingConfig) error {
-	if !c.Sideband {
-		return nil
-	}
 	if c.LiveScope != nil {
 		if err := r.openScoped(c); err != nil {
 			return err
@@ -199,7 +227,8 @@ func (r *rings) openTargets(c *RingConfig) error {
 	return nil
 }
 
-func (r *rings) openCPU(cpu int, c *RingConfig, arr *ebpf.Map) error {
+// openOut opens the BPF output ring of cpu and registers it in arr.
+func (r *rings) openOut(cpu int, c *RingConfig, arr *ebpf.Map) error {
 	out, err := openRing(c.outAttr(), cpu, c.Pages, "BPF output")
 	if err != nil {
 		return err
@@ -208,14 +237,6 @@ func (r *rings) openCPU(cpu int, c *RingConfig, arr *ebpf.Map) error {
 	if err := arr.Put(uint32(cpu), uint32(out.FD())); err != nil {
 		return fmt.Errorf("register ring of cpu %d: %w", cpu, err)
 	}
-	if !c.Sideband {
-		return nil
-	}
-	live, err := openRing(c.ownerAttr(), cpu, c.Pages, "side-band")
-	if err != nil {
-		return err
-	}
-	r.live = append(r.live, live)
 	return nil
 }
 
