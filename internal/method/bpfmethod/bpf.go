@@ -79,7 +79,7 @@ func NewWithRings(opts config.Resolved, rc RingConfig) (*BPF, error) {
 	if err == nil {
 		err = o.err
 	}
-	if err == nil {
+	if err == nil && rc.Sideband {
 		start := time.Now()
 		err = b.rings.openSideband(rc)
 		objs.step("side-band", start)
