@@ -50,3 +50,16 @@ func (s *Session) ReadAt(pid uint32) (uint64, bool) {
 	at, ok := readAt[pid]
 	return at, ok
 }
+
+// HookPoint is where in a dump SetExitHook's fn runs.
+type HookPoint = bpfmethod.HookPoint
+
+const (
+	HookRead   = bpfmethod.HookRead
+	HookPassed = bpfmethod.HookPassed
+	HookWalked = bpfmethod.HookWalked
+)
+
+// SetExitHook has fn run once in each of the session's dumps, at point
+// at for process pid (see bpfmethod.BPF.SetExitHook).
+func (s *Session) SetExitHook(pid uint32, at HookPoint, fn func()) { s.b.SetExitHook(pid, at, fn) }

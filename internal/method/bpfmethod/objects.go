@@ -330,9 +330,10 @@ var refused atomic.Pointer[string]
 // refuses it and says why in its own words, as it does a program that
 // needs what the kernel lacks.
 //
-// It is the package's one exported test hook: the fallbacks it tests
-// are OpenMethod's and synth dump's, in the packages above, whose tests
-// cannot reach an unexported name here. Nothing else sets it.
+// It is one of the package's two exported test hooks (with
+// BPF.SetExitHook): the fallbacks it tests are OpenMethod's and synth
+// dump's, in the packages above, whose tests cannot reach an unexported
+// name here. Nothing else sets it.
 func RefuseProgram(name string) (restore func()) {
 	refused.Store(&name)
 	return func() { refused.Store(nil) }

@@ -207,6 +207,7 @@ func (w *walker) deliver(d *assemble.Assembler, r *round, add func([]byte) error
 		if err := add(raw); err != nil {
 			return err
 		}
+		w.hook.delivered(raw)
 	}
 	return nil
 }

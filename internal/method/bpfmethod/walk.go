@@ -57,8 +57,9 @@ type walker struct {
 	// prev is the last whole MMAP2 record delivered, and next the one a
 	// short record of the maple walk expands into (see expandNext).
 	prev, next []byte
-	lost       uint64  // synth_lost already accounted for
-	fault      faultAt // tests: see injectFault
+	lost       uint64    // synth_lost already accounted for
+	fault      faultAt   // tests: see injectFault
+	hook       *exitHook // tests: see SetExitHook
 }
 
 func newWalker(lo *loaded, r *rings, ids *buildIDs, live *liveSide) *walker {
@@ -157,6 +158,7 @@ func (w *walker) readHeld(ctx context.Context, d *assemble.Assembler) error {
 	h.reset(d)
 	h.fault = w.fault
 	h.pending = w.ids.startPending
+	w.hook.begin()
 	d.Trailed = true
 	// The build IDs' deadline runs from the walk's start: their reads
 	// begin as the walk notes their files.
@@ -172,6 +174,7 @@ func (w *walker) readHeld(ctx context.Context, d *assemble.Assembler) error {
 	if err != nil {
 		return err
 	}
+	w.hook.reached(HookWalked)
 	d.Stats.Steps = assemble.Time(d.Stats.Steps, "walk", start)
 	start = time.Now()
 	defer func() { d.Stats.Steps = assemble.Time(d.Stats.Steps, "build IDs", start) }()
@@ -197,6 +200,7 @@ func (w *walker) readMaple(ctx context.Context, d *assemble.Assembler, h *walkHo
 		return err
 	}
 	d.TasksDone(w.opts.Pids)
+	w.hook.reached(HookPassed)
 	if err := w.resumeWalks(ctx, d, h); err != nil {
 		return err
 	}
@@ -223,6 +227,7 @@ func (w *walker) readVMAIter(ctx context.Context, d *assemble.Assembler, h *walk
 		return err
 	}
 	live := d.TasksDone(w.opts.Pids)
+	w.hook.reached(HookPassed)
 	if err := w.vmaPass(ctx, d, h, live); err != nil {
 		return err
 	}
