@@ -145,6 +145,13 @@ func (s *Session) popLive(recs []Record, upTo uint64) int {
 // read was gone or exiting by then (the dump reads no exiting task): a
 // record of it from before the dump began is superseded too, and the
 // dump's end removed the process from a Table.
+//
+// But for an EXIT: it supersedes nothing of a process the dump did not
+// read (the dump's end removed it already), and is superseded only by a
+// read of its pid after it, a new process's. The records of a dump's
+// window may come after the next dump, which did not read a process
+// that exited in that window: its EXIT is still the exit of the process
+// the dump before read, and no dump's read supersedes that (issue 56).
 func (s *Session) superseded(rec *Record) bool {
 	if s.read == nil {
 		return false
@@ -161,7 +168,7 @@ func (s *Session) superseded(rec *Record) bool {
 		// because this one came first: this is the dump's record of it.
 		return rec.Time < at && !s.read.Delegated().Has(rec.Raw, rec.Time)
 	}
-	return !s.partial() && rec.Time < readStart
+	return rec.Type() != perfdata.RecordExit && !s.partial() && rec.Time < readStart
 }
 
 // partial reports whether the session's dumps read only some processes

@@ -123,9 +123,11 @@ func (t *Table) Processes() []*Process {
 //   - FORK of a new process gives it a copy of its parent's mappings
 //     (not a dump's, which only names a running process's parent);
 //   - EXIT of a process's main thread removes it. The BPF method's
-//     dumps read no task of an exiting process, so no dump's read
-//     supersedes that EXIT, and a zombie does not come back (DESIGN.md,
-//     "The live side-band").
+//     dumps read no task of an exiting process, so no dump's read of
+//     the process supersedes that EXIT, nor does a dump that did not
+//     read it (its end removed the process already): only a read of its
+//     pid after it, a new process's, does; and a zombie does not come
+//     back (DESIGN.md, "The live side-band").
 //
 // Other records, and the kernel's maps, are left alone. A malformed
 // record is an error, and changes nothing.

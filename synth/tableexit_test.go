@@ -125,9 +125,9 @@ func startZombie(t *testing.T) (pid uint32, reap func()) {
 // back: a zombie (exited, not yet reaped) is no process of the table,
 // though /proc lists it, since nothing would remove it when its parent
 // reaps it, which no record reports. Both orders: the EXIT applied
-// before the dump that finds the zombie, and after it (its time is then
-// before the dump's read of the zombie, so Superseded, as it was before
-// the dump left exiting tasks out).
+// before the dump that finds the zombie, and after it (the dump does not
+// read the zombie, and its end removes it; the EXIT then removes nothing
+// more).
 func TestTableDropsZombie(t *testing.T) {
 	eachWalk(t, tableDropsZombie)
 }
