@@ -133,6 +133,15 @@ SOAK ?= 3m
 soak: deps
 	SYNTH_REQUIRE=1 $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 0 ./synth -args -soak=$(SOAK)
 
+# The EXITs a whole-host Session marks Superseded though their
+# generation's dump read the process (issue 56), for SOAK_EXITS
+# (default 30s): a dump every 350 ms while a shell starts short processes.
+SOAK_EXITS ?= 30s
+
+.PHONY: soak-exits
+soak-exits: deps
+	SYNTH_REQUIRE=1 $(GO) test -count=1 -run '^TestSoakExits$$' -v -timeout 0 ./synth -args -soak-exits=$(SOAK_EXITS)
+
 .PHONY: vmtest-arm64 vmtest-arm64-short
 vmtest-arm64: deps
 	VMTEST_ARCH=arm64 testdata/vmtest/run.sh $(KERNELS)
