@@ -144,7 +144,9 @@ type Record struct {
 	// perf.data writer writes it as any other. An MMAP2 whose mapping
 	// the dump read, and whose synthesized record the dump dropped
 	// because this one came first, is not superseded: it is the dump's
-	// record of that mapping (see DESIGN.md).
+	// record of that mapping (see DESIGN.md). An EXIT is superseded only
+	// by a read of its pid after it, a new process's: no dump reads a
+	// process after its exit.
 	Superseded bool
 	// Partial marks a KindDumpEnd of a dump that read only some
 	// processes (Options.Target): it says nothing of the others.
