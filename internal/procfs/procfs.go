@@ -270,3 +270,32 @@ func Exiting(pid int) bool {
 	flags, err := strconv.ParseUint(f[6], 10, 64)
 	return err != nil || flags&pfExiting != 0 || f[0] == "Z" || f[0] == "X"
 }
+
+// sigkillBit is SIGKILL's bit in the pending masks of /proc/PID/status.
+const sigkillBit = 1 << (9 - 1)
+
+// Killed reports whether thread tid is gone, or has SIGKILL pending: a
+// fatal signal to its process and exit_group(2) (complete_signal(),
+// zap_other_threads() in kernel/signal.c) set SIGNAL_GROUP_EXIT, which
+// /proc does not show, and queue SIGKILL to each thread, which it does
+// (SigPnd), until the thread takes it on its way to do_exit(). So a
+// thread of a dying process that has not reached do_exit() (one waiting
+// uninterruptibly, on a FUSE server say) is told from a thread whose
+// leader exited alone, which goes on running the process.
+func Killed(tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(line, ":")
+		if !ok || (name != "SigPnd" && name != "ShdPnd") {
+			continue
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		if err != nil || mask&sigkillBit != 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -172,3 +172,25 @@ func TestParseMountTypes(t *testing.T) {
 		t.Errorf("/proc is on %q", typ)
 	}
 }
+
+// A running thread has no SIGKILL pending; a task that is gone counts
+// as killed. (A thread of a dying process that has not yet taken its
+// SIGKILL is synth's TestTableDropsDyingProcess.)
+func TestKilled(t *testing.T) {
+	if Killed(os.Getpid()) {
+		t.Errorf("Killed(%d), this test's own process, = true", os.Getpid())
+	}
+	c := exec.Command("/bin/sleep", "30")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := c.Process.Pid
+	if Killed(pid) {
+		t.Errorf("Killed(%d), a sleep, = true", pid)
+	}
+	c.Process.Kill()
+	c.Wait()
+	if !Killed(pid) {
+		t.Errorf("Killed(%d), reaped, = false", pid)
+	}
+}

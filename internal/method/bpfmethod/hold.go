@@ -261,12 +261,24 @@ func (h *walkHold) drop(pid uint32) {
 func (h *walkHold) dropExiting(pids []int) (dropped []uint32) {
 	h.putCur()
 	for _, pid := range pids {
-		if l, ok := h.procs[uint32(pid)]; ok && procfs.Exiting(h.reader(pid, l)) {
+		if l, ok := h.procs[uint32(pid)]; ok && exiting(pid, h.reader(pid, l)) {
 			h.drop(uint32(pid))
 			dropped = append(dropped, uint32(pid))
 		}
 	}
 	return dropped
+}
+
+// exiting reports whether process pid, whose mappings were read
+// through its task tid, is gone or on its way out: tid is, or the
+// leader is (a zombie) and the process is dying, its threads sent
+// SIGKILL (procfs.Killed). A leader that exited alone, its threads
+// running on, leaves a process that is not.
+func exiting(pid, tid int) bool {
+	if procfs.Exiting(tid) {
+		return true
+	}
+	return tid != pid && procfs.Exiting(pid) && procfs.Killed(tid)
 }
 
 // reader returns the task through which the records l of process pid
