@@ -247,7 +247,10 @@ func TestInjectOversizeBuildIDWarns(t *testing.T) {
 	}
 	r = runCmd(t, exec.Command(synthBin, "inject", "--no-buildid", "-i", in, "-o", out))
 	want := fmt.Sprintf("synth: inject: warning: %d of perf's MMAP2 records had a build-ID bit perf would misread (the kernel's, or a size over 20): passed on without it\n", bad)
-	if r.code != 0 || strings.Count(r.stderr, "warning") != 1 || !strings.Contains(r.stderr, want) {
+	// Once, and only this warning of the build-ID bit: another profiler
+	// on the host may have grown perf's KSYMBOL records, which synth
+	// inject cuts with a warning of its own.
+	if r.code != 0 || strings.Count(r.stderr, "build-ID bit") != 1 || !strings.Contains(r.stderr, want) {
 		t.Fatalf("synth inject: exit %d: %s", r.code, r.stderr)
 	}
 	report := exec.Command(perf, "report", "--stdio", "-i", out)
