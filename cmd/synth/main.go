@@ -30,8 +30,19 @@ func main() {
 	loadgen.Main()  // a load process of synth bench or loadgen never returns
 	workload.Main() // nor does the command of synth record
 	floor.Main()    // nor a floor row of synth bench (it is no command)
-	os.Exit(run())
+	code := run()
+	if code < 0 {
+		// The workload's signal comes before the one synth got, as in
+		// perf record.
+		endsig.Die(syscall.Signal(-code))
+	}
+	endsig.Exit(code)
 }
+
+// diedOf is run's status for a command that passes on the signal its
+// workload died of: synth dies of it once its output is complete, as
+// perf record re-raises it.
+func diedOf(sig syscall.Signal) int { return -int(sig) }
 
 func run() int {
 	// A closed output pipe must be an error the dump reports, not a
@@ -40,7 +51,7 @@ func run() int {
 	// The first SIGINT, SIGTERM, SIGHUP or SIGQUIT ends the command
 	// cleanly, its output closed off as valid; those after it are
 	// swallowed, however many and whenever they come, as perf record's:
-	// only SIGKILL cuts the output short.
+	// only SIGKILL cuts the output short. Then synth dies of it (main).
 	ctx, stop := endsig.Context(context.Background())
 	defer stop()
 	if len(os.Args) < 2 {
@@ -109,7 +120,8 @@ func version() string {
 }
 
 // fail prints err as the command's one-line error and returns the exit
-// status for it.
+// status for it; a command a signal cut short dies of the signal
+// instead (endsig.Exit).
 func fail(stderr io.Writer, err error) int {
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "synth: interrupted; the output holds what was dumped so far")

@@ -92,31 +92,18 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	var cancel context.CancelFunc
 	ctx, cancel = context.WithCancel(ctx)
 	defer cancel()
-	switch {
-	case cmd != nil:
-		// The recording ends when the workload does.
-		go func() {
-			select {
-			case <-cmd.Exited():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	case len(r.opts.Target.Pids) > 0 || len(r.opts.Target.Tids) > 0:
-		// -p and -t without a command end when every target has.
-		go waitTargets(ctx, cancel, r.opts.Target)
-	}
+	endWithTargets(ctx, cancel, cmd, r)
 	last := r.out
 	// Each file goes into the build-ID cache as it is finished: every
 	// --switch-output file as perf record's switch does, else the one.
 	cache := func(name string) { fillBuildIDCache(stderr, name, r.noBuildIDCache, r.buildIDAll) }
 	st, err := runProfiler(ctx, p, r.out, stdout, info, r.switchOut, r.maxFiles, writeOptions(r.out), &last, cache)
-	code := exitOK
+	code, died := exitOK, syscall.Signal(0)
 	if cmd != nil {
 		// A command never let go (interrupted during the dump) has no
 		// status of its own to pass on.
 		if st := cmd.Stop(workloadGrace); ran.Load() {
-			code = workload.ExitCode(st)
+			code, died = workload.Status(st)
 		}
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -133,7 +120,30 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 				n, plural(n, "record", "records"))
 		}
 	}
-	return max(code, recordSummary(info, st, last, stdout))
+	code = max(code, recordSummary(info, st, last, stdout))
+	if died != 0 {
+		return diedOf(died)
+	}
+	return code
+}
+
+// endWithTargets cancels the recording when its workload ends, and, with
+// -p or -t, when every target has exited, as perf record ends then,
+// with or without a command (perf record -p PID -- sleep 3 ends with
+// PID, its sleep sent SIGTERM).
+func endWithTargets(ctx context.Context, cancel context.CancelFunc, cmd *workload.Cmd, r *recordArgs) {
+	if cmd != nil {
+		go func() {
+			select {
+			case <-cmd.Exited():
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	if t := r.opts.Target; r.explicitTarget() && len(t.Pids)+len(t.Tids) > 0 {
+		go waitTargets(ctx, cancel, t)
+	}
 }
 
 // recordFlags defines synth record's options, which fill r.

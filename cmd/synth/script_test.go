@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/sys/unix"
 
 	"github.com/synth-dev/synth/internal/perfring"
 	"github.com/synth-dev/synth/internal/testenv"
@@ -25,7 +27,8 @@ import (
 //
 // Commands beyond testscript's:
 //
-//	status N cmd args...   runs cmd, as exec does, and wants exit status N
+//	status N cmd args...   runs cmd, as exec does, and wants exit status N,
+//	                       or with N a signal (SIGTERM), its death by it
 //	spawn VAR SECONDS      starts sleep SECONDS, its pid in $VAR
 //
 // $UNUSED_PID is a pid no process has.
@@ -65,24 +68,24 @@ func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 2 {
 		ts.Fatalf("usage: status N cmd args...")
 	}
-	want, err := strconv.Atoi(args[0])
-	if err != nil {
-		ts.Fatalf("status %s: want a number", args[0])
+	want := args[0]
+	if _, err := strconv.Atoi(want); err != nil && unix.SignalNum(want) == 0 {
+		ts.Fatalf("status %s: want a number or a signal", want)
 	}
-	err = ts.Exec(args[1], args[2:]...)
-	got := 0
+	err := ts.Exec(args[1], args[2:]...)
+	got := "0"
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
-		got = ee.ExitCode()
-		if ws, ok := ee.Sys().(interface{ Signaled() bool }); ok && ws.Signaled() {
-			got = -1
+		got = strconv.Itoa(ee.ExitCode())
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			got = unix.SignalName(ws.Signal())
 		}
 	case err != nil:
 		ts.Fatalf("%v", err)
 	}
 	if got != want {
-		ts.Fatalf("exit status %d, want %d", got, want)
+		ts.Fatalf("exit status %s, want %s", got, want)
 	}
 }
 

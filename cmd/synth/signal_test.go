@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/synth-dev/synth/cmd/synth/internal/endsig"
 	"github.com/synth-dev/synth/internal/testenv"
 )
@@ -23,12 +25,13 @@ type signalRun struct {
 	// pipe runs perf record -o - into synth's stdin, in synth's process
 	// group (a shell pipeline).
 	pipe bool
-	// ok says whether an exit status and stderr are one of the
-	// command's ends after sig.
-	ok func(code int, stderr string, sig syscall.Signal) bool
+	// ok says whether the signal synth died of and stderr are one of
+	// the command's ends after sig: as perf record, synth dies of the
+	// signal once its output is complete.
+	ok func(code int, died syscall.Signal, stderr string, sig syscall.Signal) bool
 	// noFile says whether an end leaves no output, rightly: nothing
 	// began that a file could hold.
-	noFile func(code int, stderr string) bool
+	noFile func(died syscall.Signal, stderr string, sig syscall.Signal) bool
 }
 
 var (
@@ -43,42 +46,43 @@ var (
 var signalRuns = []signalRun{
 	{name: "record -a", args: []string{"record", "-a", "-o", "OUT"},
 		// An interrupted recording is a finished one, as perf record's.
-		ok: func(code int, stderr string, _ syscall.Signal) bool {
-			return code == 0 && strings.Contains(stderr, recordedLine)
+		ok: func(_ int, died syscall.Signal, stderr string, sig syscall.Signal) bool {
+			return died == sig && strings.Contains(stderr, recordedLine)
 		}},
 	{name: "record -- sleep", args: []string{"record", "-o", "OUT", "--", "sleep", "5"},
-		// The workload's status: ended by synth's SIGTERM, by the signal
-		// sent to the group, or never run (127).
-		ok: func(code int, stderr string, sig syscall.Signal) bool {
-			return (code == 128+int(syscall.SIGTERM) || code == 128+int(sig) || code == exitNotFound) &&
-				strings.Contains(stderr, recordedLine)
+		// The workload's signal, which comes first as in perf record:
+		// synth's SIGTERM, or the signal sent to the group; or, never
+		// run, the signal synth got.
+		ok: func(_ int, died syscall.Signal, stderr string, sig syscall.Signal) bool {
+			return (died == syscall.SIGTERM || died == sig) && strings.Contains(stderr, recordedLine)
 		},
 		// The signal to the group killed the workload in the first
 		// moments of the re-executed synth, before its init caught
 		// signals (SIGQUIT's goroutine dump is the workload's): there is
 		// no task to record.
-		noFile: func(code int, stderr string) bool {
-			return code == exitError && strings.Count(stderr, "synth: ") == 1 &&
+		noFile: func(died syscall.Signal, stderr string, sig syscall.Signal) bool {
+			return died == sig && strings.Count(stderr, "synth: ") == 1 &&
 				(strings.HasSuffix(stderr, "synth: open sampling event: every target task has exited\n") ||
 					strings.HasSuffix(stderr, "synth: open side-band event: every target task has exited\n"))
 		}},
 	{name: "dump", args: []string{"dump", "-o", "OUT"},
-		// The dump's summary, or, cut short, the one line that says so.
-		ok: func(code int, stderr string, _ syscall.Signal) bool {
-			return code == 0 && strings.HasPrefix(stderr, dumpedLine) ||
-				code == exitError && stderr == cutShortLine
+		// The dump's summary, or, cut short, the one line that says so;
+		// or a dump done before the signal came.
+		ok: func(code int, died syscall.Signal, stderr string, sig syscall.Signal) bool {
+			return died == sig && (strings.HasPrefix(stderr, dumpedLine) || stderr == cutShortLine) ||
+				died == 0 && code == 0 && strings.HasPrefix(stderr, dumpedLine)
 		}},
 	{name: "perf record | inject", args: []string{"inject", "-o", "OUT"}, pipe: true,
 		// perf's recording ends with the signal to the group; inject
 		// writes what it had, with its summary, or with one line why
 		// not all of it.
-		ok: func(code int, stderr string, _ syscall.Signal) bool {
-			return code == 0 && strings.Contains(stderr, injectedLine) ||
-				code == exitError && strings.Count(stderr, "\n") == 1 && strings.HasPrefix(stderr, "synth: ")
+		ok: func(_ int, died syscall.Signal, stderr string, sig syscall.Signal) bool {
+			return died == sig && (strings.Contains(stderr, injectedLine) ||
+				strings.Count(stderr, "\n") == 1 && strings.HasPrefix(stderr, "synth: "))
 		},
 		// perf ended before its stream began: the output is not touched.
-		noFile: func(code int, stderr string) bool {
-			return code == exitError && stderr == "synth: read perf's stream: perf's stream ended before it began\n"
+		noFile: func(died syscall.Signal, stderr string, sig syscall.Signal) bool {
+			return died == sig && stderr == "synth: read perf's stream: perf's stream ended before it began\n"
 		}},
 }
 
@@ -96,7 +100,8 @@ func busyLoops(t *testing.T, n int) {
 
 // Any number of SIGINT, SIGTERM, SIGHUP and SIGQUIT, at any moment, ends
 // synth record, dump and inject with a file perf reads and the summary
-// (or the one line of a dump cut short): two signals 1 ms apart, swept
+// (or the one line of a dump cut short), and then synth dies of the
+// signal (Signaled), as perf record re-raises it: two signals 1 ms apart, swept
 // across the phases (loading, the dump, sampling, the drain and write),
 // on a loaded host. Every other run sends the second signal to the
 // process group, as timeout(1) does, and Ctrl-C.
@@ -225,11 +230,13 @@ func signalOnce(t *testing.T, perf string, sr signalRun, out string, d time.Dura
 		return fmt.Sprintf("did not end within %v; stderr %q", endBound, lastLines(stderr.String(), 4)), false
 	}
 	endPerf(rec)
-	code := 0
+	// The Go test's view of how it ended: the signal it died of (the
+	// shell's 128+N), or its exit status.
+	code, died := 0, syscall.Signal(0)
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 		if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
-			code = 128 + int(ws.Signal())
+			died = ws.Signal()
 		}
 	} else if err != nil {
 		t.Fatal(err)
@@ -237,19 +244,19 @@ func signalOnce(t *testing.T, perf string, sr signalRun, out string, d time.Dura
 	errs := stderr.String()
 	_, statErr := os.Stat(out)
 	switch noFile := os.IsNotExist(statErr); {
-	case noFile && code == 128+int(sig) && errs == "",
+	case noFile && died == sig && errs == "",
 		// The Go runtime's own end for SIGQUIT, before synth's init:
 		// a goroutine dump and status 2.
 		noFile && sig == syscall.SIGQUIT && code == 2 && strings.HasPrefix(errs, "SIGQUIT: quit\n"):
 		return beforeInit, false
-	case noFile && sr.noFile != nil && sr.noFile(code, errs):
+	case noFile && sr.noFile != nil && sr.noFile(died, errs, sig):
 		return "", false
 	}
 	if bad := perfReads(t, perf, out); bad != "" {
-		return fmt.Sprintf("exit %d, stderr %q; %s", code, lastLines(errs, 4), bad), true
+		return fmt.Sprintf("%s, stderr %q; %s", ended(code, died), lastLines(errs, 4), bad), true
 	}
-	if !sr.ok(code, errs, sig) {
-		return fmt.Sprintf("exit %d, stderr %q: not one of the command's ends", code, lastLines(errs, 4)), false
+	if !sr.ok(code, died, errs, sig) {
+		return fmt.Sprintf("%s, stderr %q: not one of the command's ends", ended(code, died), lastLines(errs, 4)), false
 	}
 	return "", false
 }
@@ -286,6 +293,14 @@ func endPerf(rec *exec.Cmd) {
 	t := time.AfterFunc(3*time.Second, func() { rec.Process.Kill() })
 	rec.Wait()
 	t.Stop()
+}
+
+// ended says how a command ended: died of a signal, or its status.
+func ended(code int, died syscall.Signal) string {
+	if died != 0 {
+		return "died of " + unix.SignalName(died)
+	}
+	return fmt.Sprintf("exit %d", code)
 }
 
 func lastLines(s string, n int) string {

@@ -179,7 +179,7 @@ func TestRecordUnderStorm(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "perf.data")
 	r := interruptAfter(t, 2*time.Second, exec.Command(synthBin, "record", "-p", strconv.Itoa(pid), "-g", "-F", "10000",
 		"--ring-pages", "16", "-o", file))
-	if r.code != 0 {
+	if r.code != 128+int(syscall.SIGINT) {
 		t.Fatalf("synth record: exit %d: %s", r.code, r.stderr)
 	}
 	var dropped uint64

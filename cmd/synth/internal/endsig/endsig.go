@@ -2,14 +2,20 @@
 // SIGTERM, SIGHUP and SIGQUIT — for the process's whole life: the first
 // cancels the command's context, so that it closes its output off as a
 // valid perf.data, and any number after it are swallowed, as perf record
-// finishes its file however many it gets. Only SIGKILL ends synth at
-// once.
+// finishes its file however many it gets. Once the output is complete,
+// Exit has the process die of that first signal, as perf record
+// re-raises it. Only SIGKILL ends synth at once.
 //
 // The signals are caught from this package's init, which runs before
 // those of the heavier packages synth imports, so that a signal in the
-// first moments of a command does not find the default disposition. A
-// signal the process was started with ignored (nohup, a background job
-// of a shell script) stays ignored.
+// first moments of a command does not find the default disposition.
+// SIGINT and SIGTERM are caught whatever their disposition at start, as
+// perf record's signal(SIGINT, sig_handler) catches them: a background
+// job of a shell script starts with SIGINT ignored, and must still end
+// on kill -INT. SIGHUP started ignored (nohup) stays ignored. SIGQUIT
+// is caught even when it started ignored (a background job's): Go's
+// runtime installs its handler for it whatever the disposition, and
+// tells no one what it was.
 //
 // The processes synth re-executes itself as catch them too: the
 // workload waiting for its go (as perf record's forked child, whose
@@ -25,6 +31,10 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Signals are the signals that end a command cleanly.
@@ -39,12 +49,11 @@ var (
 func init() {
 	var caught []os.Signal
 	for _, s := range Signals {
-		if !signal.Ignored(s) {
+		// signal.Ignored reports a start disposition for SIGHUP and
+		// SIGINT only: those Go's runtime leaves ignored.
+		if s == syscall.SIGINT || s == syscall.SIGTERM || !signal.Ignored(s) {
 			caught = append(caught, s)
 		}
-	}
-	if len(caught) == 0 {
-		return
 	}
 	// Buffered: signal.Notify drops what does not fit, and a signal
 	// dropped is one swallowed, which is all the later ones need.
@@ -105,4 +114,47 @@ func Received() os.Signal {
 	mu.Lock()
 	defer mu.Unlock()
 	return received
+}
+
+// Exit ends the process once its command is done: it dies of the first
+// of Signals it received, as perf record re-raises the signal that
+// ended it (a shell shows 130 for SIGINT, and a script can tell an
+// interrupted run from a finished one), else it exits with code.
+func Exit(code int) {
+	if s, ok := Received().(syscall.Signal); ok {
+		Die(s)
+	}
+	os.Exit(code)
+}
+
+// Die ends the process by sig, with the signal's default action and no
+// core dump: a command that ends cleanly has nothing to debug, and
+// SIGQUIT's default action would dump one.
+func Die(sig syscall.Signal) {
+	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	setDefault(sig)
+	var set unix.Sigset_t
+	set.Val[(sig-1)/64] = 1 << ((sig - 1) % 64)
+	unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil)
+	syscall.Kill(os.Getpid(), sig)
+	// The signal may go to another of the process's threads: give it
+	// the moment it takes. A signal whose default is to be ignored
+	// leaves the shell's status.
+	time.Sleep(time.Second)
+	os.Exit(128 + int(sig))
+}
+
+// sigaction is the kernel's struct sigaction (handler, flags, restorer,
+// mask on amd64 and arm64) for SIG_DFL: all zero.
+type sigaction struct {
+	handler, flags, restorer uintptr
+	mask                     uint64
+}
+
+// setDefault sets sig's disposition to SIG_DFL behind Go's runtime, whose
+// own handler does not die of every signal (SIGQUIT prints the
+// goroutines; a signal ignored at start is forwarded to SIG_IGN).
+func setDefault(sig syscall.Signal) {
+	var sa sigaction
+	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&sa)), 0, unsafe.Sizeof(sa.mask), 0, 0)
 }

@@ -50,7 +50,10 @@ func Main() {
 	// as perf record's child has perf's SIGINT handler until its exec:
 	// one sent to the group before the go does not kill a workload the
 	// profiler is opening its events on. From the go on they are the
-	// command's: the defaults (Stop's SIGTERM waits for the exec).
+	// command's: the defaults (Stop's SIGTERM waits for the exec). They
+	// are SIGINT's and SIGTERM's whatever synth started with, as for
+	// perf's workload: synth catches them, and its fork reset them; a
+	// SIGHUP ignored under nohup stays ignored.
 	signal.Reset(endsig.Signals...)
 	err := unix.Exec(path, os.Args[1:], os.Environ())
 	fmt.Fprintf(os.Stderr, "exec %s: %v\n", path, err)
@@ -160,12 +163,11 @@ func (c *Cmd) awaitExec(grace time.Duration) {
 	}
 }
 
-// ExitCode is the status a shell gives for how the workload ended: its
-// exit status, or 128 plus the signal that killed it.
-func ExitCode(st *os.ProcessState) int {
-	ws, ok := st.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+// Status is how the workload ended: its exit status, or the signal that
+// killed it (0 if none did).
+func Status(st *os.ProcessState) (code int, sig syscall.Signal) {
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 0, ws.Signal()
 	}
-	return st.ExitCode()
+	return st.ExitCode(), 0
 }
