@@ -58,28 +58,59 @@ func run() int {
 		usage(os.Stderr)
 		return exitUsage
 	}
-	switch os.Args[1] {
-	case "dump":
-		return runDump(ctx, os.Args[2:], os.Stdout, os.Stderr)
-	case "record":
-		return runRecord(ctx, os.Args[2:], os.Stdout, os.Stderr)
-	case "inject":
-		return runInject(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
-	case "bench":
-		return runBench(ctx, os.Args[2:], os.Stdout, os.Stderr)
-	case "loadgen":
-		return runLoadgen(ctx, os.Args[2:], os.Stdout, os.Stderr)
-	case "help", "-h", "-help", "--help":
+	name, args := os.Args[1], os.Args[2:]
+	if cmd, ok := commands[name]; ok {
+		return cmd(ctx, args)
+	}
+	switch name {
+	case "help":
+		return runHelp(ctx, args)
+	case "-h", "-help", "--help":
 		usage(os.Stdout)
 		return exitOK
 	case "version", "-version", "--version":
 		fmt.Println(version())
 		return exitOK
 	default:
-		fmt.Fprintf(os.Stderr, "synth: unknown command %q\n", os.Args[1])
+		fmt.Fprintf(os.Stderr, "synth: unknown command %q\n", name)
 		usage(os.Stderr)
 		return exitUsage
 	}
+}
+
+// commands are synth's commands, each run with its arguments.
+var commands = map[string]func(ctx context.Context, args []string) int{
+	"dump": func(ctx context.Context, args []string) int {
+		return runDump(ctx, args, os.Stdout, os.Stderr)
+	},
+	"record": func(ctx context.Context, args []string) int {
+		return runRecord(ctx, args, os.Stdout, os.Stderr)
+	},
+	"inject": func(ctx context.Context, args []string) int {
+		return runInject(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+	},
+	"bench": func(ctx context.Context, args []string) int {
+		return runBench(ctx, args, os.Stdout, os.Stderr)
+	},
+	"loadgen": func(ctx context.Context, args []string) int {
+		return runLoadgen(ctx, args, os.Stdout, os.Stderr)
+	},
+}
+
+// runHelp is synth help [COMMAND]: the usage, or the command's help, as
+// perf help record is perf record's.
+func runHelp(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		usage(os.Stdout)
+		return exitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "synth help: unknown command %q\n", args[0])
+		usage(os.Stderr)
+		return exitUsage
+	}
+	return cmd(ctx, []string{"-h"})
 }
 
 func usage(w io.Writer) {
@@ -92,8 +123,8 @@ commands:
   bench    compare every synthesis method, and perf's, on this host
   loadgen  hold load processes with many VMAs, to benchmark by hand
 
-Run 'synth dump -h' for the flags of a command; 'synth --version' for the
-version.
+Run 'synth help record' or 'synth record -h' for the flags of a command;
+'synth --version' for the version.
 `)
 }
 
