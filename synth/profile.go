@@ -18,9 +18,10 @@ type ProfileOptions struct {
 	// the children they fork from now on; the zero Target profiles the
 	// whole system. SampleType is the session's.
 	Options
-	// Event, ExcludeKernel, ExcludeUser, Freq, Period, CPUs and
-	// Callchain are as in SampleOptions.
+	// Event, Fallback, ExcludeKernel, ExcludeUser, Freq, Period, CPUs
+	// and Callchain are as in SampleOptions.
 	Event                      string
+	Fallback                   bool
 	ExcludeKernel, ExcludeUser bool
 	Freq, Period               uint64
 	CPUs                       []int
@@ -81,7 +82,7 @@ type Profiler struct {
 // process an error as OpenMethod says. Run or Close must follow.
 func NewProfiler(opts ProfileOptions) (*Profiler, error) {
 	p := &Profiler{opts: opts, start: time.Now()}
-	sample := &SampleOptions{Event: opts.Event, ExcludeKernel: opts.ExcludeKernel, ExcludeUser: opts.ExcludeUser,
+	sample := &SampleOptions{Event: opts.Event, Fallback: opts.Fallback, ExcludeKernel: opts.ExcludeKernel, ExcludeUser: opts.ExcludeUser,
 		Freq: opts.Freq, Period: opts.Period, CPUs: opts.CPUs,
 		Callchain: opts.Callchain, OnExec: opts.OnExec, Stopped: !opts.OnExec}
 	p.so = SessionOptions{Options: opts.Options, Sample: sample}

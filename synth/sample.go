@@ -136,14 +136,21 @@ const regARM64LR = 1 << 30
 // 5.19): a leaf function that has not pushed a frame has its caller only
 // in LR, and perf report adds that caller to the chain from it.
 func samplerAttrOn(o *SampleOptions, inherit bool, goarch string) perfdata.Attr {
-	ev := sampleEvents[o.Event]
+	name, mods, hasMods := splitEvent(o.Event)
+	ev := sampleEvents[name]
+	m, _ := parseModifiers(mods, hasMods) // check refused what it cannot read
 	freq := o.Freq
 	if freq == 0 {
 		freq = DefaultSampleFreq
 	}
 	st := uint64(perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID |
 		perfdata.SampleTime | perfdata.SampleCPU | perfdata.SamplePeriod)
-	var regs uint64
+	var regs, readFormat uint64
+	if m.sampleRead {
+		// As perf's evsel__config for :S: the count, with its id.
+		st |= perfdata.SampleRead
+		readFormat = perfdata.ReadID
+	}
 	if o.Callchain {
 		st |= perfdata.SampleCallchain
 		if goarch == "arm64" {
@@ -151,17 +158,11 @@ func samplerAttrOn(o *SampleOptions, inherit bool, goarch string) perfdata.Attr 
 			regs = regARM64LR
 		}
 	}
-	flags := uint64(perfdata.AttrDisabled | perfdata.AttrFreq | perfdata.AttrSampleIDAll |
-		perfdata.AttrUseClockID | perfdata.AttrExcludeGuest)
+	flags := perfdata.AttrDisabled | perfdata.AttrFreq | perfdata.AttrSampleIDAll |
+		perfdata.AttrUseClockID | o.modifierFlags(m)
 	if o.Period > 0 {
 		flags &^= perfdata.AttrFreq
 		freq = o.Period
-	}
-	if o.ExcludeKernel {
-		flags |= perfdata.AttrExcludeKernel | perfdata.AttrExcludeHV
-	}
-	if o.ExcludeUser {
-		flags |= perfdata.AttrExcludeUser
 	}
 	if inherit {
 		flags |= perfdata.AttrInherit
@@ -175,6 +176,7 @@ func samplerAttrOn(o *SampleOptions, inherit bool, goarch string) perfdata.Attr 
 		Config:         ev.config,
 		SamplePeriod:   freq,
 		SampleType:     st,
+		ReadFormat:     readFormat,
 		SampleRegsUser: regs,
 		Flags:          flags,
 		ClockID:        unix.CLOCK_MONOTONIC,
@@ -210,8 +212,10 @@ var ErrNoEvent = errors.New("the CPU has no PMU counter for it (a VM without a v
 
 // check checks the event options.
 func (o *SampleOptions) check() error {
-	if _, ok := sampleEvents[o.Event]; !ok {
-		return fmt.Errorf("event %q: want %s, %s, %s or %s", o.Event, EventCPUClock, EventTaskClock, EventCycles, EventInstructions)
+	if o.Event != "" {
+		if err := CheckEvent(o.Event); err != nil {
+			return err
+		}
 	}
 	if o.ExcludeKernel && o.ExcludeUser {
 		return errors.New("an event that excludes both the kernel and user space samples nothing")
@@ -219,18 +223,43 @@ func (o *SampleOptions) check() error {
 	return nil
 }
 
-// hardware reports whether the event is counted by the PMU.
-func (o *SampleOptions) hardware() bool { return sampleEvents[o.Event].typ == perfdata.TypeHardware }
-
-// eventName is the event's name in perf.data, as perf writes it, with
-// its modifier: cpu-clock, cycles:u.
-func (o *SampleOptions) eventName() string {
-	name := cmp.Or(o.Event, EventCPUClock)
-	switch {
-	case o.ExcludeKernel:
-		name += ":u"
-	case o.ExcludeUser:
-		name += ":k"
+// modifierFlags are the attr flags of the event's modifiers m, with
+// ExcludeKernel's and ExcludeUser's.
+func (o *SampleOptions) modifierFlags(m eventModifiers) uint64 {
+	flags := m.flags
+	if o.ExcludeKernel {
+		flags |= perfdata.AttrExcludeKernel | perfdata.AttrExcludeHV
 	}
-	return name
+	if o.ExcludeUser {
+		flags |= perfdata.AttrExcludeUser
+	}
+	return flags
+}
+
+// hardware reports whether the event is counted by the PMU.
+func (o *SampleOptions) hardware() bool {
+	name, _, _ := splitEvent(o.Event)
+	return sampleEvents[name].typ == perfdata.TypeHardware
+}
+
+// eventName is the event's name in perf.data, as perf writes it: as
+// given, with its modifiers (cpu-clock, cycles:pp); ExcludeKernel and
+// ExcludeUser add :u and :k. An event that replaces another
+// (Fallback) is named from its attr, as perf names it then
+// (cpu-clock:uH).
+func (o *SampleOptions) eventName() string {
+	event := cmp.Or(o.Event, EventCPUClock)
+	name, mods, hasMods := splitEvent(event)
+	if o.Fallback {
+		m, _ := parseModifiers(mods, hasMods)
+		return modifierName(name, o.modifierFlags(m))
+	}
+	switch {
+	case hasMods:
+	case o.ExcludeKernel:
+		event += ":u"
+	case o.ExcludeUser:
+		event += ":k"
+	}
+	return event
 }

@@ -59,8 +59,13 @@ type SampleOptions struct {
 	// Event is the event sampled, as perf record -e names it: "" or
 	// EventCPUClock, EventTaskClock, and the hardware events
 	// EventCycles and EventInstructions where the CPU has a PMU that
-	// counts them (else the session fails with ErrNoEvent).
+	// counts them (else the session fails with ErrNoEvent); with perf's
+	// modifiers, set in the attr as perf sets them: cycles:pp.
 	Event string
+	// Fallback says that Event replaces the event asked for, as perf
+	// falls back from cycles to cpu-clock without a PMU: perf.data
+	// names it as perf does then, from its attr (cpu-clock:uH).
+	Fallback bool
 	// ExcludeKernel and ExcludeUser leave out the samples taken in the
 	// kernel, or in user space: the :u and :k modifiers of perf's -e.
 	ExcludeKernel, ExcludeUser bool
@@ -395,6 +400,11 @@ func (s *Session) init(rc bpfmethod.RingConfig, d config.Resolved) error {
 		a := *rc.Sampler
 		a.Flags &^= perfdata.AttrDisabled
 		s.attrs = append(s.attrs, perfdata.EventAttr{Attr: a, Name: s.opts.Sample.eventName(), IDs: samplerIDs})
+		if a.SampleType&perfdata.SampleRead != 0 {
+			// perf reads a file only if its attrs share one read_format
+			// (evlist__valid_read_format); the side-band's is never read.
+			s.attrs[0].Attr.ReadFormat = a.ReadFormat
+		}
 		s.sampler = &a
 		if s.opts.Sample.OnExec || s.opts.Sample.Stopped {
 			return nil // the kernel enables them at the exec, or StartSampling

@@ -75,14 +75,17 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		defer cmd.Stop(workloadGrace)
 	}
 	p, err := synth.NewProfiler(r.opts)
-	if errors.Is(err, synth.ErrNoEvent) && r.opts.Event == synth.EventCycles {
+	if name, mods, hasMods := strings.Cut(r.opts.Event, ":"); errors.Is(err, synth.ErrNoEvent) && name == synth.EventCycles {
 		// As perf record (evsel__fallback): cycles without a PMU
 		// counter is cpu-clock, with the same modifiers, said only
 		// with -v.
 		if r.verbose > 0 {
 			fmt.Fprintln(info, "synth: warning: the cycles event is not supported, falling back to cpu-clock")
 		}
-		r.opts.Event = synth.EventCPUClock
+		r.opts.Event, r.opts.Fallback = synth.EventCPUClock, true
+		if hasMods {
+			r.opts.Event += ":" + mods
+		}
 		p, err = synth.NewProfiler(r.opts)
 	}
 	if err != nil {
@@ -153,7 +156,7 @@ func recordFlags() (*cmdLine, *recordArgs) {
 	r := &recordArgs{}
 	fs := cl.fs
 	fs.StringVarP(&r.event, "event", "e", synth.EventCPUClock,
-		"sample `event`: cpu-clock, task-clock, cycles or instructions, with :u (user space only) or :k (kernel only)")
+		"sample `event`: cpu-clock, task-clock, cycles or instructions, with perf's modifiers: :u (user space only), :k (kernel only), :p to :ppp, :P, :S, :G, :H, :D...")
 	fs.StringVarP(&r.freq, "freq", "F", "", fmt.Sprintf("sample at `freq` Hz, or max: the kernel's limit (default %d)", synth.DefaultSampleFreq))
 	fs.Uint64VarP(&r.opts.Period, "count", "c", 0, "sample once every `n` events (ns for the clocks) instead of at a frequency")
 	fs.StringVarP(&r.cpus, "cpu", "C", "", "sample only on these CPUs (`cpu-list`: 0,2-3)")
@@ -209,7 +212,7 @@ func (r *recordArgs) check(cl *cmdLine, stdout *os.File) error {
 // checkSampling reads the options of the sampling event.
 func (r *recordArgs) checkSampling(cl *cmdLine) error {
 	var err error
-	if r.opts.Event, r.opts.ExcludeKernel, r.opts.ExcludeUser, err = parseEvent(r.event); err != nil {
+	if r.opts.Event, err = parseEvent(r.event); err != nil {
 		return err
 	}
 	if r.freq != "" && cl.fs.Changed("count") {
@@ -242,31 +245,27 @@ func (r *recordArgs) checkSampling(cl *cmdLine) error {
 	return nil
 }
 
-// parseEvent reads -e: one event, with an optional u or k modifier.
-func parseEvent(s string) (event string, excludeKernel, excludeUser bool, err error) {
-	name, mods, _ := strings.Cut(s, ":")
+// parseEvent reads -e: one event, with perf's modifiers (cycles:pp),
+// as perf 6.1 reads them; cpu-cycles is cycles.
+func parseEvent(s string) (string, error) {
+	name, mods, hasMods := strings.Cut(s, ":")
 	switch name {
 	case synth.EventCPUClock, synth.EventTaskClock, synth.EventCycles, synth.EventInstructions:
 	case "cpu-cycles":
 		name = synth.EventCycles
 	default:
 		if strings.Contains(s, ",") {
-			return "", false, false, fmt.Errorf("-e %s: synth samples one event", s)
+			return "", fmt.Errorf("-e %s: synth samples one event", s)
 		}
-		return "", false, false, fmt.Errorf("-e %s is not supported: want cpu-clock, task-clock, cycles or instructions", s)
+		return "", fmt.Errorf("-e %s is not supported: want cpu-clock, task-clock, cycles or instructions", s)
 	}
-	var u, k bool
-	for _, m := range mods {
-		switch m {
-		case 'u':
-			u = true
-		case 'k':
-			k = true
-		default:
-			return "", false, false, fmt.Errorf("-e %s: modifier %q is not supported: want u or k", s, m)
-		}
+	if hasMods {
+		name += ":" + mods
 	}
-	return name, u && !k, k && !u, nil
+	if err := synth.CheckEvent(name); err != nil {
+		return "", fmt.Errorf("-e %s: %w", s, err)
+	}
+	return name, nil
 }
 
 // parseFreq reads -F: Hz, or max for the kernel's limit.
