@@ -15,6 +15,7 @@ import (
 
 	"github.com/synth-dev/synth/internal/perftest"
 	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/synth"
 )
 
 // precious writes a file that a failed command must leave alone.
@@ -199,14 +200,21 @@ func TestRecordFreqLimit(t *testing.T) {
 		t.Fatalf("%s: %q", maxSampleRate, b)
 	}
 	var stderr strings.Builder
-	if got := limitFreq(1000000000, &stderr); got != limit ||
+	if got := limitFreq(1000000000, false, &stderr); got != limit ||
 		!strings.Contains(stderr.String(), "synth: warning: -F 1000000000 is above the kernel's limit") ||
 		!strings.Contains(stderr.String(), fmt.Sprintf("sampling at %d Hz", limit)) {
 		t.Errorf("-F 1000000000 became %d, stderr %q; want %d and a warning", got, stderr.String(), limit)
 	}
 	stderr.Reset()
-	if got := limitFreq(limit-1, &stderr); got != limit-1 || stderr.Len() != 0 {
+	if got := limitFreq(limit-1, false, &stderr); got != limit-1 || stderr.Len() != 0 {
 		t.Errorf("-F %d became %d, stderr %q", limit-1, got, stderr.String())
+	}
+	// The default -F above the limit: lowered, and said so as perf says
+	// it, without a -F the user did not give.
+	stderr.Reset()
+	if got := limitFreq(limit+1, true, &stderr); got != limit ||
+		stderr.String() != fmt.Sprintf("synth: warning: lowering the default frequency from %d Hz to the kernel's limit, %d Hz (%s)\n", limit+1, limit, maxSampleRate) {
+		t.Errorf("the default %d became %d, stderr %q", limit+1, got, stderr.String())
 	}
 	testenv.Root(t)
 	out := filepath.Join(t.TempDir(), "perf.data")
@@ -244,4 +252,20 @@ func died(err error, sig syscall.Signal) bool {
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// A recording the kernel throttled says nothing of it in its summary, as
+// perf record 6.1 says nothing at any -F; -v says how often
+// (printThrottled), and the file has the THROTTLE records.
+func TestRecordSummaryThrottledQuiet(t *testing.T) {
+	var stderr strings.Builder
+	st := synth.ProfileStats{Session: synth.SessionStats{Samples: 10, Throttled: 3}}
+	if code := recordSummary(&stderr, st, "-", os.Stdout); code != exitOK || strings.Contains(stderr.String(), "throttl") {
+		t.Errorf("exit %d, summary %q: want 0 and no word of throttling", code, stderr.String())
+	}
+	stderr.Reset()
+	printThrottled(&stderr, 3)
+	if !strings.HasPrefix(stderr.String(), "synth: the kernel throttled sampling 3 times") {
+		t.Errorf("-v: %q", stderr.String())
+	}
 }

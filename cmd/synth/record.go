@@ -62,7 +62,7 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	if r.quiet {
 		info = io.Discard
 	}
-	r.opts.Freq = limitFreq(r.opts.Freq, info)
+	r.opts.Freq = limitFreq(r.opts.Freq, r.freq == "", info)
 	var err error
 	var cmd *workload.Cmd
 	var ran atomic.Bool // the command was let go
@@ -122,6 +122,7 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 			fmt.Fprintf(info, "synth: %d KSYMBOL or BPF_EVENT %s the kernel had grown (another profiler listening), cut to their true size\n",
 				n, plural(n, "record", "records"))
 		}
+		printThrottled(info, st.Session.Throttled)
 	}
 	code = max(code, recordSummary(info, st, last, stdout))
 	if died != 0 {
@@ -432,8 +433,9 @@ func runProfiler(ctx context.Context, p *synth.Profiler, out string, stdout *os.
 const maxSampleRate = "/proc/sys/kernel/perf_event_max_sample_rate"
 
 // limitFreq lowers a frequency above the kernel's limit to the limit,
-// with a warning, as perf record does (the kernel would refuse it).
-func limitFreq(freq uint64, stderr io.Writer) uint64 {
+// with a warning, as perf record does (the kernel would refuse it); the
+// default's warning, as perf's, names no -F the user did not give.
+func limitFreq(freq uint64, isDefault bool, stderr io.Writer) uint64 {
 	b, err := os.ReadFile(maxSampleRate)
 	if err != nil {
 		return freq
@@ -441,6 +443,11 @@ func limitFreq(freq uint64, stderr io.Writer) uint64 {
 	limit, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil || limit == 0 || freq <= limit {
 		return freq
+	}
+	if isDefault {
+		fmt.Fprintf(stderr, "synth: warning: lowering the default frequency from %d Hz to the kernel's limit, %d Hz (%s)\n",
+			freq, limit, maxSampleRate)
+		return limit
 	}
 	fmt.Fprintf(stderr, "synth: warning: -F %d is above the kernel's limit (%s: %d); sampling at %d Hz\n",
 		freq, maxSampleRate, limit, limit)
@@ -468,15 +475,24 @@ func recordSummary(stderr io.Writer, st synth.ProfileStats, out string, stdout *
 		fmt.Fprintf(stderr, "synth: warning: the kernel dropped %d records (samples or side-band): the rings filled faster than synth read them;"+
 			" the output marks them with PERF_RECORD_LOST; lower -F or raise -m\n", s.LiveLost)
 	}
-	if s.Throttled > 0 {
-		fmt.Fprintf(stderr, "synth: warning: the kernel throttled sampling %d times (its interrupts took more than kernel.perf_cpu_time_max_percent);"+
-			" the output has the THROTTLE records; lower -F\n", s.Throttled)
-	}
 	if s.Lost > 0 {
 		fmt.Fprintf(stderr, "synth: the dump lost %d records: the profile is incomplete (try a larger -m)\n", s.Lost)
 		return exitError
 	}
 	return exitOK
+}
+
+// printThrottled says, with -v, how often the kernel throttled the
+// sampling. perf record 6.1 says nothing of it, at any -F: the
+// THROTTLE and UNTHROTTLE records are in the file (perf report --stats
+// counts them), and the kernel throttles a busy host at the default
+// rate, where a warning would only tell the user to lower a rate they
+// never chose.
+func printThrottled(stderr io.Writer, n uint64) {
+	if n > 0 {
+		fmt.Fprintf(stderr, "synth: the kernel throttled sampling %d times (its interrupts took more than kernel.perf_cpu_time_max_percent);"+
+			" the output has the THROTTLE records\n", n)
+	}
 }
 
 // wroteWhat is the size and name of a written output, as perf record
