@@ -57,8 +57,7 @@ func dumpFlags() (*cmdLine, *dumpArgs) {
 	cl.addCommon(&d.commonFlags, &d.opts, "dump", "write perf.data to `file` (default: stdout; pipe mode unless it is a regular file)", "")
 	fs := cl.fs
 	fs.BoolVar(&d.opts.NoKernel, "no-kernel", false, "leave out the kernel and module maps and the BPF programs' symbols")
-	fs.StringVar((*string)(&d.method), "method", "auto", "how to read the mappings: `method` auto, bpf, procmaps or procquery")
-	fs.IntVar(&d.threads, "threads", 0, "worker `threads` of the /proc methods (default: one per CPU)")
+	cl.addMethod(&d.method, &d.threads)
 	fs.StringVar((*string)(&d.opts.Walk), "walk", "auto", "bpf method: how to read each process's VMAs: `walk` auto (maple where the kernel can prove it), maple (lockless, validated) or iter (the task_vma iterator)")
 	fs.BoolVar(&d.opts.NoLive, "no-live", false, "bpf method: dump without the live side-band (a mapping made meanwhile may be missed)")
 	fs.IntVar(&d.warmup, "warmup", 0, "dump `n` times first and write nothing of it: a benchmark's warm build-ID cache")

@@ -191,6 +191,10 @@ func (c *cmdLine) usage(w io.Writer) {
 	}
 }
 
+// The options that commands share are declared once, in groups, each
+// with one help text: a group is what its commands have in common, and
+// an option read the same way says so the same way in every -h.
+
 // commonFlags are the options dump and record share, as perf record
 // has them.
 type commonFlags struct {
@@ -204,7 +208,7 @@ type commonFlags struct {
 // is the command's verb for the target options, outDefault -o's default.
 func (c *cmdLine) addCommon(cf *commonFlags, opts *synth.Options, what, outUsage, outDefault string) {
 	fs := c.fs
-	fs.StringVarP(&cf.out, "output", "o", outDefault, outUsage)
+	c.addOutput(&cf.out, outUsage, outDefault)
 	fs.BoolVarP(&cf.all, "all-cpus", "a", false, what+" every process (system-wide; the default without a target)")
 	fs.StringVarP(&cf.tf.pids, "pid", "p", "", what+" only these processes (`pid[,pid...]`; a thread id means its process)")
 	fs.StringVarP(&cf.tf.tids, "tid", "t", "", what+" only these threads (`tid[,tid...]`): their processes' mappings, these threads' records and their leaders'")
@@ -214,9 +218,7 @@ func (c *cmdLine) addCommon(cf *commonFlags, opts *synth.Options, what, outUsage
 	fs.BoolVar(&opts.Namespaces, "namespaces", false, "add a NAMESPACES record for every task, as perf record --namespaces")
 	fs.BoolVar(&opts.Cgroups, "all-cgroups", false, "add a CGROUP record for every cgroup, as perf record --all-cgroups")
 	fs.BoolVar(&opts.NoBPFEvent, "no-bpf-event", false, "leave out the BPF_EVENT record of each loaded BPF program (its KSYMBOLs stay)")
-	fs.BoolVarP(&opts.NoBuildID, "no-buildid", "B", false, "identify files by maj/min/ino instead of build ID")
-	fs.DurationVar(&opts.BuildIDTimeout, "buildid-timeout", synth.DefaultBuildIDTimeout,
-		"wait at most `duration` for the build IDs of files new to the cache; a file whose reads block past it (FUSE, NFS) gets none")
+	c.addBuildID(&opts.NoBuildID, &opts.BuildIDTimeout)
 	fs.Var(&msDuration{&opts.ProcMapTimeout}, "proc-map-timeout",
 		fmt.Sprintf("wait at most `ms` (or a duration: 500ms) for a process's mmap lock; a process whose lock is held longer is left out and named (default %v)",
 			synth.DefaultProcMapTimeout))
@@ -226,7 +228,39 @@ func (c *cmdLine) addCommon(cf *commonFlags, opts *synth.Options, what, outUsage
 	c.alias("ring-pages", "mmap-pages")
 	fs.BoolVar(&opts.NoBTFCache, "no-btf-cache", false,
 		"bpf method: link the programs against the kernel's BTF instead of loading them linked from "+synth.KernelCacheDir+" (not -N, perf's build-ID cache)")
-	fs.CountVarP(&cf.verbose, "verbose", "v", "say more: where the time went")
+	c.addVerbose(&cf.verbose, "say more: where the time went")
+}
+
+// addOutput declares -o (dump, record, inject).
+func (c *cmdLine) addOutput(out *string, usage, def string) {
+	c.fs.StringVarP(out, "output", "o", def, usage)
+}
+
+// addBuildID declares how the dump identifies files (dump, record,
+// inject).
+func (c *cmdLine) addBuildID(noBuildID *bool, timeout *time.Duration) {
+	c.fs.BoolVarP(noBuildID, "no-buildid", "B", false, "identify files by maj/min/ino instead of build ID")
+	c.fs.DurationVar(timeout, "buildid-timeout", synth.DefaultBuildIDTimeout,
+		"wait at most `duration` for the build IDs of files new to the cache; a file whose reads block past it (FUSE, NFS) gets none")
+}
+
+// addMethod declares how the dump reads the mappings (dump, inject).
+func (c *cmdLine) addMethod(method *synth.MethodName, threads *int) {
+	c.fs.StringVar((*string)(method), "method", "auto", "how to read the mappings: `method` auto, bpf, procmaps or procquery")
+	c.fs.IntVar(threads, "threads", 0, "worker `threads` of the /proc methods (default: one per CPU)")
+}
+
+// addBuildIDCache declares perf record's options for the build-ID cache
+// filled once the output is written (record, inject).
+func (c *cmdLine) addBuildIDCache(skip, all *bool) {
+	c.fs.BoolVarP(skip, "no-buildid-cache", "N", false, "do not update the build-ID cache")
+	c.fs.BoolVar(all, "buildid-all", false, "put every file with a build ID in the build-ID cache, not only those sampled")
+}
+
+// addVerbose declares -v, a count as perf's (-vv): usage says what the
+// command adds at -v.
+func (c *cmdLine) addVerbose(v *int, usage string) {
+	c.fs.CountVarP(v, "verbose", "v", usage)
 }
 
 // target reads the target options: a usage error if they do not go

@@ -55,7 +55,7 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 	// leaves no output behind (no reader takes an empty file).
 	stream := &countingReader{r: input}
 	st, err := synth.Inject(ctx, stream, w, opts)
-	if ia.verbose {
+	if ia.verbose > 0 {
 		printInjectTimes(stderr, st)
 	}
 	if cerr := closeOut(); err == nil && cerr != nil {
@@ -131,23 +131,19 @@ type injectArgs struct {
 	// noBuildIDCache and buildIDAll are perf's -N and --buildid-all,
 	// for the build-ID cache written after an injection.
 	noBuildIDCache, buildIDAll bool
-	verbose                    bool
+	verbose                    int
 }
 
 // injectFlags defines synth inject's options, which fill ia.
 func injectFlags() (*cmdLine, *injectArgs) {
 	cl := newCmdLine("inject", "[options]  (perf record -k CLOCK_MONOTONIC --synth=no ... -o - | synth inject ...)")
 	ia := &injectArgs{}
-	fs := cl.fs
-	fs.StringVarP(&ia.in, "input", "i", "-", "read perf's pipe from `file` (default: stdin)")
-	fs.StringVarP(&ia.out, "output", "o", "", "write perf.data to `file` (default: stdout; pipe mode unless it is a regular file)")
-	fs.BoolVarP(&ia.noBuildID, "no-buildid", "B", false, "identify files by maj/min/ino instead of build ID")
-	fs.DurationVar(&ia.bidWait, "buildid-timeout", synth.DefaultBuildIDTimeout, "wait at most `duration` for the build IDs of files new to the cache")
-	fs.StringVar((*string)(&ia.method), "method", "auto", "how to read the mappings: `method` auto, bpf, procmaps or procquery")
-	fs.IntVar(&ia.threads, "threads", 0, "worker `threads` of the /proc methods (default: one per CPU)")
-	fs.BoolVarP(&ia.noBuildIDCache, "no-buildid-cache", "N", false, "do not update the build-ID cache")
-	fs.BoolVar(&ia.buildIDAll, "buildid-all", false, "put every file with a build ID in the build-ID cache")
-	fs.BoolVarP(&ia.verbose, "verbose", "v", false, "print when perf's header came, when the method loaded and the dump began, and where the dump's time went")
+	cl.fs.StringVarP(&ia.in, "input", "i", "-", "read perf's pipe from `file` (default: stdin)")
+	cl.addOutput(&ia.out, "write perf.data to `file` (default: stdout; pipe mode unless it is a regular file)", "")
+	cl.addBuildID(&ia.noBuildID, &ia.bidWait)
+	cl.addMethod(&ia.method, &ia.threads)
+	cl.addBuildIDCache(&ia.noBuildIDCache, &ia.buildIDAll)
+	cl.addVerbose(&ia.verbose, "print when perf's header came, when the method loaded and the dump began, and where the dump's time went")
 	cl.addNegations()
 	return cl, ia
 }

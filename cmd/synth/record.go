@@ -166,8 +166,7 @@ func recordFlags() (*cmdLine, *recordArgs) {
 	fs.StringVarP(&r.clockid, "clockid", "k", "", "the samples' `clockid`: only CLOCK_MONOTONIC (mono), the clock synth's records are in")
 	cl.addCommon(&r.commonFlags, &r.opts.Options, "profile", "write to `file` (a previous one is kept as FILE.old); - for stdout in pipe mode", "perf.data")
 	fs.BoolVarP(&r.quiet, "quiet", "q", false, "print no summary and no warnings")
-	fs.BoolVarP(&r.noBuildIDCache, "no-buildid-cache", "N", false, "do not update the build-ID cache")
-	fs.BoolVar(&r.buildIDAll, "buildid-all", false, "put every file with a build ID in the build-ID cache, not only those sampled")
+	cl.addBuildIDCache(&r.noBuildIDCache, &r.buildIDAll)
 	fs.Var(&r.switchOut, "switch-output", "close the output and start FILE.<timestamp> on SIGUSR2 (`signal`), once it holds SIZE (10M), or every TIME (30s);"+
 		" each file starts with a dump of the state")
 	fs.Lookup("switch-output").NoOptDefVal = "signal"
