@@ -18,44 +18,6 @@ import (
 	"github.com/synth-dev/synth/synth"
 )
 
-// precious writes a file that a failed command must leave alone.
-func precious(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "perf.data")
-	if err := os.WriteFile(path, []byte("precious"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func untouched(t *testing.T, what, path string) {
-	t.Helper()
-	if b, err := os.ReadFile(path); err != nil || string(b) != "precious" {
-		t.Errorf("%s: the existing output now holds %q (%v)", what, b, err)
-	}
-	if _, err := os.Stat(path + ".old"); err == nil {
-		t.Errorf("%s: %s.old was made", what, path)
-	}
-}
-
-// A command line without the privileges leaves an existing output as it
-// was (the other failures are in testdata/script/targets.txtar).
-func TestFailureKeepsOutput(t *testing.T) {
-	testenv.Root(t)
-	// Without the privileges (an unprivileged user keeps the file).
-	path, err := exec.LookPath("setpriv")
-	testenv.Need(t, err == nil, "setpriv (util-linux) is not installed")
-	out := precious(t)
-	os.Chmod(filepath.Dir(out), 0o777)
-	os.Chmod(out, 0o666)
-	r := runCmd(t, exec.Command(path, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-		"--", synthBin, "record", "-o", out, "--", "true"))
-	if r.code != exitError || !strings.Contains(r.stderr, "CAP_BPF") {
-		t.Errorf("unprivileged record: exit %d, stderr %q", r.code, r.stderr)
-	}
-	untouched(t, "unprivileged record", out)
-}
-
 // --pid given a thread's id dumps the thread's process.
 func TestPidOfThread(t *testing.T) {
 	testenv.Root(t)
@@ -87,55 +49,6 @@ func perfScript(t *testing.T, path string) string {
 	return r.stdout
 }
 
-// Binary output is not written to a terminal, nor appended to a file.
-func TestStdoutRefused(t *testing.T) {
-	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
-	if err != nil {
-		t.Fatalf("open a pseudo-terminal: %v", err)
-	}
-	defer ptm.Close()
-	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pts.Close()
-
-	appended := filepath.Join(t.TempDir(), "perf.data")
-	if err := os.WriteFile(appended, []byte("precious"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	app, err := os.OpenFile(appended, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
-	for _, tc := range []struct {
-		name string
-		out  *os.File
-		args []string
-		want string
-	}{
-		{"dump to a terminal", pts, []string{"dump"}, "-o FILE"},
-		{"record to a terminal", pts, []string{"record", "-o", "-"}, "-o FILE"},
-		{"dump >>", app, []string{"dump"}, "append"},
-	} {
-		cmd := exec.Command(synthBin, tc.args...)
-		cmd.Stdout = tc.out
-		r := runCmd(t, cmd)
-		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "synth") || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("%s: exit %d, stderr %q; want %d and a hint", tc.name, r.code, r.stderr, exitUsage)
-		}
-	}
-	untouched(t, "dump >>", appended)
-}
-
 // readable checks that a perf.data holds whole records: our reader and
 // perf script both read it.
 func readable(t *testing.T, what, path string) {
@@ -144,21 +57,6 @@ func readable(t *testing.T, what, path string) {
 		t.Errorf("%s: no records", what)
 	}
 	perfScript(t, path)
-}
-
-// synth record -- CMD exits with CMD's status, keeps the previous output
-// as FILE.old, and writes a valid file.
-func TestRecordWorkloadStatus(t *testing.T) {
-	testenv.Root(t)
-	out := precious(t)
-	r := runCmd(t, exec.Command(synthBin, "record", "-o", out, "--", "sh", "-c", "exit 3"))
-	if r.code != 3 {
-		t.Errorf("exit %d, want the command's 3; stderr %q", r.code, r.stderr)
-	}
-	if b, err := os.ReadFile(out + ".old"); err != nil || string(b) != "precious" {
-		t.Errorf("the previous output was not kept as .old: %q %v", b, err)
-	}
-	readable(t, "record of exit 3", out)
 }
 
 // SIGINT ends a recording within a second, sends the workload SIGTERM,
@@ -228,20 +126,6 @@ func TestRecordFreqLimit(t *testing.T) {
 	}
 	readable(t, "record at the limit", out)
 	t.Logf("synth record -F %d -- true took %v", limit, time.Since(start))
-}
-
-// A workload killed by a signal leaves a valid file, and synth dies of
-// the signal, as perf record re-raises it.
-func TestRecordWorkloadKilled(t *testing.T) {
-	testenv.Root(t)
-	out := filepath.Join(t.TempDir(), "perf.data")
-	cmd := exec.Command(synthBin, "record", "-o", out, "--", "sh", "-c", "kill -KILL $$")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); !died(err, unix.SIGKILL) {
-		t.Errorf("%v, want death by SIGKILL; stderr %q", err, stderr.String())
-	}
-	readable(t, "record of a killed command", out)
 }
 
 // died reports whether a command's error says it died of sig.

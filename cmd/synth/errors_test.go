@@ -4,8 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -23,7 +21,7 @@ func setpriv(t *testing.T, args ...string) *exec.Cmd {
 }
 
 // oneLine checks that a failure is exit status 1 with one line on stderr
-// naming what is missing, and no panic.
+// naming what went wrong, and no panic.
 func oneLine(t *testing.T, r result, want ...string) {
 	t.Helper()
 	if r.code != exitError {
@@ -39,59 +37,11 @@ func oneLine(t *testing.T, r result, want ...string) {
 	}
 }
 
-func TestNotRoot(t *testing.T) {
-	testenv.Root(t)
-	cmd := setpriv(t, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all")
-	cmd.Args = append(cmd.Args, "--method", "bpf")
-	oneLine(t, runCmd(t, cmd), "CAP_BPF", "CAP_PERFMON")
-}
-
-func TestMissingCapability(t *testing.T) {
-	testenv.Root(t)
-	// Root without CAP_BPF (and without CAP_SYS_ADMIN, which implies it).
-	cmd := setpriv(t, "--inh-caps=-bpf,-sys_admin", "--bounding-set=-bpf,-sys_admin")
-	cmd.Args = append(cmd.Args, "--method", "bpf")
-	r := runCmd(t, cmd)
-	oneLine(t, r, "CAP_BPF")
-	if strings.Contains(r.stderr, "CAP_PERFMON") {
-		t.Errorf("stderr names CAP_PERFMON, which the process has: %q", r.stderr)
-	}
-}
-
-func TestOutputFull(t *testing.T) {
-	testenv.Root(t)
-	r := runCmd(t, exec.Command(synthBin, "dump", "-o", "/dev/full"))
-	oneLine(t, r, "no space left on device")
-}
-
-func TestOutputClosedPipe(t *testing.T) {
-	testenv.Root(t)
-	rd, wr, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd.Close()
-	cmd := exec.Command(synthBin, "dump")
-	cmd.Stdout = wr
-	r := runCmd(t, cmd)
-	wr.Close()
-	oneLine(t, r, "broken pipe")
-}
-
-// A requested process that has exited is an error naming it, as perf's
-// "No such process"; one that exits while the dump runs is skipped.
+// A process that exits while a whole-host dump runs is skipped: the
+// dump succeeds. (A requested process that is not there is an error:
+// testdata/script/targets.txtar.)
 func TestGoneProcess(t *testing.T) {
 	testenv.Root(t)
-	p := testproc.StartT(t, testproc.Spec{})
-	gone := testproc.StartT(t, testproc.Spec{})
-	gonePid := gone.Pid
-	if err := gone.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	r := runCmd(t, exec.Command(synthBin, "dump", "--pid", strconv.Itoa(gonePid)+","+strconv.Itoa(p.Pid), "-o", os.DevNull))
-	oneLine(t, r, "no such process: "+strconv.Itoa(gonePid))
-
-	// Processes that come and go during whole-host dumps.
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -138,16 +88,4 @@ func TestOutputDiskFull(t *testing.T) {
 			strings.Count(sr.stdout, "PERF_RECORD_MMAP2"), sr.stderr)
 	}
 	noWarnings(t, "perf script", sr)
-}
-
-// Without privileges the auto method falls back to /proc, and says how
-// many processes it could not read instead of passing their absence off
-// as the host's state.
-func TestUnprivilegedWarns(t *testing.T) {
-	testenv.Root(t)
-	r := runCmd(t, setpriv(t, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"))
-	m := regexp.MustCompile(`synth: warning: (\d+) of (\d+) processes' mappings could not be read \(permission denied\)`).FindStringSubmatch(r.stderr)
-	if r.code != 0 || m == nil || m[1] == "0" {
-		t.Errorf("exit %d, stderr %q; want exit 0 and a warning counting pid 1 at least", r.code, r.stderr)
-	}
 }

@@ -201,18 +201,6 @@ func TestInjectAll(t *testing.T) {
 	checkInjected(t, perf, out, ref, pid, "--pid", strconv.Itoa(pid), "--percentage", "relative")
 }
 
-// perf's default clock cannot be ordered against the dump: a clear
-// error, exit 1.
-func TestInjectClock(t *testing.T) {
-	testenv.Root(t)
-	perf := testenv.Perf(t)
-	out := filepath.Join(t.TempDir(), "out.data")
-	r := injectPipe(t, perf, []string{"-a", "--synth=no", "-F", "99"}, []string{"-o", out}, nil)
-	if r.code != exitError || !strings.Contains(r.stderr, "synth: perf's events do not use CLOCK_MONOTONIC: record with -k CLOCK_MONOTONIC") {
-		t.Errorf("exit %d: %s", r.code, r.stderr)
-	}
-}
-
 // An MMAP2 of perf's with a build ID over 20 bytes, which perf 6.1
 // aborts on, is passed on without it, and synth inject warns once.
 func TestInjectOversizeBuildIDWarns(t *testing.T) {

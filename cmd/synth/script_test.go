@@ -19,7 +19,9 @@ import (
 )
 
 // TestScripts runs testdata/script/*.txtar: the command lines a user
-// types, and what synth answers, as a table. Inside them synth is this
+// types, and what synth answers, as a table. The flags, the messages
+// and the exit statuses are tested here, as cmd/go's are; what compares
+// with perf's output or needs the kernel's behaviour stays in Go tests. Inside them synth is this
 // test binary (see TestMain). Conditions: [root] (the scripts that
 // record or dump need it; CI runs them as root), [pmu] (the CPU's
 // hardware events are there: not in most VMs), [perf], [cpu1] (CPU 1
@@ -31,13 +33,23 @@ import (
 //	                       or with N a signal (SIGTERM), its death by it
 //	spawn VAR SECONDS      starts sleep SECONDS, its pid in $VAR
 //
-// $UNUSED_PID is a pid no process has.
+// $UNUSED_PID is a pid no process has. For the scripts that run synth
+// as another user: $SHARED_SYNTH is synth where every user may run it
+// (the synth in $PATH is in a directory only root may enter), and
+// $PUBLIC a directory every user may write in.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: filepath.Join("testdata", "script"),
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("UNUSED_PID", strconv.Itoa(testenv.UnusedPid(t)))
-			return nil
+			env.Setenv("SHARED_SYNTH", synthBin)
+			pub, err := os.MkdirTemp("", "synth-public")
+			if err != nil {
+				return err
+			}
+			env.Defer(func() { os.RemoveAll(pub) })
+			env.Setenv("PUBLIC", pub)
+			return os.Chmod(pub, 0o777)
 		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
