@@ -77,6 +77,7 @@ func RecordHost(t testing.TB, path string, extra ...string) {
 	if r := Run(t, Command(t, append(args, "--", "true")...)); r.Code != 0 {
 		t.Fatalf("perf record: exit %d: %s", r.Code, r.Stderr)
 	}
+	Ungrow(t, path)
 }
 
 var lostChunksRE = regexp.MustCompile(`Warning:\s*Processed \d+ events and lost \d+ chunks!\s*Check IO/CPU overload!\s*`)
