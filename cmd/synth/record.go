@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/synth-dev/synth/cmd/synth/internal/endsig"
 	"github.com/synth-dev/synth/cmd/synth/internal/workload"
 	"github.com/synth-dev/synth/synth"
 )
@@ -107,6 +108,12 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		// status of its own to pass on.
 		if st := cmd.Stop(workloadGrace); ran.Load() {
 			code, died = workload.Status(st)
+			// Killed by synth's own SIGKILL, after a signal to synth
+			// that its SIGTERM did not pass on: synth dies of the
+			// signal it got, as perf, which sends no SIGKILL, would.
+			if cmd.KilledByStop() && endsig.Received() != nil {
+				died = 0
+			}
 		}
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {

@@ -65,6 +65,7 @@ type Cmd struct {
 	*exec.Cmd
 	goPipe *os.File
 	let    bool          // Go was called
+	killed bool          // Stop sent SIGKILL
 	exited chan struct{} // closed once the command has ended, after Go
 }
 
@@ -132,25 +133,37 @@ func (c *Cmd) Stop(grace time.Duration) *os.ProcessState {
 		return c.ProcessState
 	default:
 	}
-	c.awaitExec(grace)
+	c.awaitExec(execWait)
 	c.Process.Signal(unix.SIGTERM)
 	select {
 	case <-c.exited:
 	case <-time.After(grace):
+		c.killed = true
 		c.Process.Kill()
 		<-c.exited
 	}
 	return c.ProcessState
 }
 
-// awaitExec waits, at most grace, until the command has replaced the
+// KilledByStop reports whether Stop ended the command with SIGKILL, as
+// perf record never does: it waits for the command its SIGTERM asked to
+// end. A SIGKILL of synth's own is no signal of the command's to pass on.
+func (c *Cmd) KilledByStop() bool { return c.killed }
+
+// execWait bounds Stop's wait for the command's exec after the go. The
+// exec is an event that comes unless the host is stalled: on a loaded
+// host it took over half a second, and a SIGTERM sent before it was
+// swallowed by the child (endsig), which then died of Stop's SIGKILL.
+const execWait = 10 * time.Second
+
+// awaitExec waits, at most max, until the command has replaced the
 // child: Stop's SIGTERM is the command's, and one sent just after the go
 // could reach the child before it read the go, which swallows it
 // (endsig), and the command would run until the SIGKILL. The child's
 // /proc environ, its initial one, names envExec until its exec.
-func (c *Cmd) awaitExec(grace time.Duration) {
+func (c *Cmd) awaitExec(max time.Duration) {
 	environ := fmt.Sprintf("/proc/%d/environ", c.Process.Pid)
-	for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(max); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		select {
 		case <-c.exited:
 			return
