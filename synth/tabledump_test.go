@@ -18,12 +18,17 @@ import (
 	"github.com/synth-dev/synth/synth"
 )
 
+// stuckBound is how long the tables' tests wait for a dump or a Flush
+// before they call it stuck: far longer than one takes on a loaded host
+// (seconds), so that only a dump that never ends fails by it.
+const stuckBound = 2 * time.Minute
+
 // dumpInto has s dump and applies the stream to tb up to the dump's end
 // and then every live record the rings hold (flushInto), but those skip
 // says to leave out.
 func dumpInto(t *testing.T, s *synth.Session, tb *synth.Table, skip func(*synth.Record) bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), stuckBound)
 	defer cancel()
 	if err := s.Dump(ctx); err != nil {
 		t.Fatal(err)
