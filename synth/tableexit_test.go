@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,7 +80,7 @@ func keptAfterExit(t *testing.T, s *synth.Session, tb *synth.Table, apply func(*
 // without a dump.
 func flushApply(t *testing.T, s *synth.Session, apply func(*synth.Record)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), stuckBound)
 	defer cancel()
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
@@ -181,7 +179,10 @@ func tableDropsZombie(t *testing.T, walk synth.Walk) {
 // (os/exec's Run) or late (zombies for a while): after every dump, once
 // the live stream has settled, the table holds no process that has
 // exited. A task that exits while a dump visits it must leave nothing
-// behind.
+// behind. A turn in which the kernel dropped live records (a full ring
+// on a busy host), or the one before it, may keep the processes whose
+// EXIT it dropped, until the next dump: they are excused, as TestSoak
+// excuses them (exitedKept).
 func TestTableExitsDuringDumps(t *testing.T) {
 	eachWalk(t, tableExitsDuringDumps)
 }
@@ -209,27 +210,31 @@ func tableExitsDuringDumps(t *testing.T, walk synth.Walk) {
 		<-done
 	}()
 	const dumps = 30
-	gone, zombies := map[uint32]bool{}, map[uint32]bool{}
-	note := func() {
-		g, z := keptAfterExit(t, s, tb, apply)
-		for _, pid := range g {
-			gone[pid] = true
-		}
-		for _, pid := range z {
-			zombies[pid] = true
-		}
+	kept := &exitedKept{gone: map[uint32]bool{}, zombies: map[uint32]bool{}, excused: map[uint32]bool{}, t: t,
+		describe: func(pid uint32) string {
+			p, _ := tb.Process(pid)
+			_, zombie := procExited(pid)
+			return fmt.Sprintf("pid %d %q, %d mappings, a zombie in /proc: %v", pid, p.Comm, len(p.Mappings), zombie)
+		}}
+	note := func(lost uint64) {
+		gone, zombies := keptAfterExit(t, s, tb, apply)
+		kept.note(lostSoFar(s) != lost, gone, zombies)
 	}
 	for range dumps {
+		lost := lostSoFar(s)
 		dumpInto(t, s, tb, nil)
-		note()
+		note(lost)
 	}
 	close(stop)
 	<-done
+	lost := lostSoFar(s)
 	flushInto(t, s, tb, nil)
-	note()
-	if len(gone)+len(zombies) != 0 {
-		t.Errorf("in %d dumps, the table kept processes that had exited: %d gone from /proc %v, %d zombies %v",
-			dumps, len(gone), slices.Sorted(maps.Keys(gone)), len(zombies), slices.Sorted(maps.Keys(zombies)))
+	note(lost)
+	kept.flush()
+	if kept.count() != 0 {
+		t.Errorf("in %d dumps, the table kept processes that had exited: %v", dumps, kept)
+	} else if kept.lossyTurns > 0 {
+		t.Logf("in %d dumps: %v", dumps, kept)
 	}
 }
 
