@@ -1,13 +1,17 @@
 package synth_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -30,9 +34,13 @@ func spinner(t *testing.T, script string, args ...string) int {
 	return cmd.Process.Pid
 }
 
-// profile runs a profile for d into a file, and counts its samples by
-// process.
-func profile(t *testing.T, opts synth.ProfileOptions, d time.Duration) (synth.ProfileStats, map[uint32]int) {
+// profile runs a profile into a file until enough says the targets have
+// run long enough to be sampled (it is asked from the start of the
+// sampling on), and counts its samples by process. The samples a
+// process gets are bound to the CPU time it uses (cpu-clock), not to the
+// time the profile lasts: on a loaded host a spinner may run a fraction
+// of the time.
+func profile(t *testing.T, opts synth.ProfileOptions, enough func() bool) (synth.ProfileStats, map[uint32]int) {
 	t.Helper()
 	testenv.Root(t)
 	path := filepath.Join(t.TempDir(), "perf.data")
@@ -41,10 +49,42 @@ func profile(t *testing.T, opts synth.ProfileOptions, d time.Duration) (synth.Pr
 		t.Fatal(err)
 	}
 	defer f.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	sampling := make(chan struct{})
+	opts.Sampling = func() { close(sampling) }
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		// Far longer than the targets take to run a second of CPU on a
+		// loaded host: only a target that never runs fails by it.
+		bound := time.After(2 * time.Minute)
+		select {
+		case <-sampling:
+		case <-ctx.Done():
+			return
+		case <-bound:
+			t.Error("the sampling did not start in 2 minutes")
+			cancel()
+			return
+		}
+		for !enough() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-bound:
+				t.Error("the targets did not run long enough in 2 minutes")
+				cancel()
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		cancel()
+	}()
 	st, err := synth.Profile(ctx, opts, f, synth.WriteOptions{})
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	cancel()
+	<-ran
+	if err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
 	fi, _ := f.Stat()
@@ -90,7 +130,33 @@ func TestProfileSamplesTargetOnly(t *testing.T) {
 		{"tids", synth.ProfileOptions{Options: synth.Options{Target: synth.Target{Tids: []int{target}}}, Freq: 999}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, pids := profile(t, tc.opts, 1500*time.Millisecond)
+			// The profile lasts until the target has spun 0.5 s of CPU
+			// (some 500 samples at 999 Hz) and, for pids, its child
+			// 0.2 s, from the first look after the sampling began.
+			inherit := tc.opts.Target.Tids == nil
+			base := map[int]int{}
+			spun := func(pid, ticks int) bool {
+				now := cpuTicks(pid)
+				if _, ok := base[pid]; !ok {
+					base[pid] = now
+				}
+				return now-base[pid] >= ticks
+			}
+			enough := func() bool {
+				if !spun(target, 50) {
+					return false
+				}
+				if !inherit {
+					return true
+				}
+				for _, c := range children(target) {
+					if spun(c, 20) {
+						return true
+					}
+				}
+				return false
+			}
+			st, pids := profile(t, tc.opts, enough)
 			if st.Session.FilteredSamples != 0 || pids[uint32(other)] != 0 {
 				t.Errorf("%d samples of other tasks dropped, %d of the other spinner written: they were sampled",
 					st.Session.FilteredSamples, pids[uint32(other)])
@@ -102,9 +168,39 @@ func TestProfileSamplesTargetOnly(t *testing.T) {
 			if pids[uint32(target)] == 0 {
 				children++
 			}
-			if inherit := tc.opts.Target.Tids == nil; inherit != (children > 0) {
+			if inherit != (children > 0) {
 				t.Errorf("samples by process %v: the child is sampled: %v, want %v", pids, children > 0, inherit)
 			}
 		})
 	}
+}
+
+// cpuTicks is the CPU time process pid has used, in clock ticks (utime
+// and stime of /proc/PID/stat); 0 once it is gone.
+func cpuTicks(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(b, ')')
+	if err != nil || i < 0 {
+		return 0
+	}
+	// After the comm: state (field 3) ... utime (14), stime (15).
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.Atoi(f[11])
+	s, _ := strconv.Atoi(f[12])
+	return u + s
+}
+
+// children returns the children of process pid's main thread.
+func children(pid int) []int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, n)
+		}
+	}
+	return pids
 }
