@@ -20,7 +20,9 @@ import (
 // and the file's build ID, what a symbolizer needs. A process loads
 // libspin.so once the session has begun, and spins in it; the first of
 // its samples there is resolved (and checked against /proc/PID/maps and
-// the file's ELF note).
+// the file's ELF note). Records the kernel drops when the host outruns
+// the agent (a full ring: SessionStats.LiveLost) leave the table behind
+// until the next dump, so the agent dumps again when it sees a loss.
 func Example_agent() {
 	child, err := startDlspin()
 	if err != nil {
@@ -34,12 +36,13 @@ func Example_agent() {
 		return
 	}
 	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := s.Dump(ctx); err != nil {
 		fmt.Println(err)
 		return
 	}
+	dumping, loaded, lost := true, false, uint64(0)
 	table := synth.NewTable()
 	var rec synth.Record
 	for {
@@ -52,7 +55,19 @@ func Example_agent() {
 			return
 		}
 		if rec.Kind == synth.KindDumpEnd {
-			child.load() // dlopen(libspin.so), after the dump: the live stream reports it
+			dumping = false
+			if !loaded {
+				child.load() // dlopen(libspin.so), after the dump: the live stream reports it
+				loaded = true
+			}
+		}
+		if st := s.Stats(); st.LiveLost+st.Lost != lost && !dumping {
+			lost = st.LiveLost + st.Lost
+			if err := s.Dump(ctx); err != nil { // the dump brings the table up to date
+				fmt.Println(err)
+				return
+			}
+			dumping = true
 		}
 		sample, ok := rec.Sample()
 		if !ok || sample.Pid != child.pid {
