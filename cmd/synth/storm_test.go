@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,15 +172,66 @@ var recordLostRE = regexp.MustCompile(`(?m)^synth: warning: the kernel dropped (
 // with the smallest rings: what the kernel drops is marked in the file
 // as perf marks it, counted once on stderr, and the recording still
 // succeeds. Only the storm's tasks are sampled.
+//
+// The recording lasts until the storm has run a second of CPU while
+// sampled, not a time: its command, a timer that synth starts once the
+// sampling has begun, says when it starts, and ends once told. A loaded
+// host may take seconds to start synth, and give the storm a fraction
+// of a CPU.
 func TestRecordUnderStorm(t *testing.T) {
 	testenv.Root(t)
 	perf := testenv.Perf(t)
 	pid := testproc.StartStorm(t, "map", "2")
 	testproc.StartStorm(t, "fork")
-	file := filepath.Join(t.TempDir(), "perf.data")
-	r := interruptAfter(t, 2*time.Second, exec.Command(synthBin, "record", "-p", strconv.Itoa(pid), "-g", "-F", "10000",
-		"--ring-pages", "16", "-o", file))
-	if r.code != 128+int(syscall.SIGINT) {
+	dir := t.TempDir()
+	file, started, stop := filepath.Join(dir, "perf.data"), filepath.Join(dir, "started"), filepath.Join(dir, "stop")
+	cmd := exec.Command(synthBin, "record", "-p", strconv.Itoa(pid), "-g", "-F", "10000",
+		"--ring-pages", "16", "-o", file, "--",
+		"sh", "-c", `: > "$0"; while [ ! -e "$1" ]; do sleep 0.01; done`, started, stop)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waited := false
+	defer func() {
+		if !waited {
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	exit := func(err error) result {
+		waited = true
+		r := result{stderr: stderr.String()}
+		if ee, ok := err.(*exec.ExitError); ok {
+			r.code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if ended, err := waitFor(t, done, func() bool { _, err := os.Stat(started); return err == nil }); ended {
+		r := exit(err)
+		t.Fatalf("synth record ended before its sampling started: exit %d: %s", r.code, r.stderr)
+	}
+	base := cpuTicks(pid)
+	if ended, err := waitFor(t, done, func() bool { return cpuTicks(pid)-base >= 100 }); ended {
+		r := exit(err)
+		t.Fatalf("synth record ended while the storm ran: exit %d: %s", r.code, r.stderr)
+	}
+	if err := os.WriteFile(stop, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case err := <-done:
+		r = exit(err)
+	case <-time.After(endBound):
+		t.Fatalf("synth record did not end within %v of its command", endBound)
+	}
+	if r.code != 0 {
 		t.Fatalf("synth record: exit %d: %s", r.code, r.stderr)
 	}
 	var dropped uint64
@@ -193,4 +245,40 @@ func TestRecordUnderStorm(t *testing.T) {
 		t.Error("the kernel dropped nothing: the storm does not test the loss path")
 	}
 	t.Logf("%d records dropped: %s", dropped, r.stderr)
+}
+
+// waitFor polls cond until it holds, or until the command whose Wait
+// done delivers ends (ended, with Wait's error). It fails the test after
+// 2 minutes, far longer than a loaded host takes.
+func waitFor(t *testing.T, done <-chan error, cond func() bool) (ended bool, err error) {
+	t.Helper()
+	bound := time.After(2 * time.Minute)
+	for !cond() {
+		select {
+		case err := <-done:
+			return true, err
+		case <-bound:
+			t.Fatal("the condition did not hold within 2 minutes")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return false, nil
+}
+
+// cpuTicks is the CPU time process pid and its threads have used, in
+// clock ticks (utime and stime of /proc/PID/stat); 0 once it is gone.
+func cpuTicks(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := strings.LastIndexByte(string(b), ')')
+	if err != nil || i < 0 {
+		return 0
+	}
+	// After the comm: state (field 3) ... utime (14), stime (15).
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.Atoi(f[11])
+	s, _ := strconv.Atoi(f[12])
+	return u + s
 }
