@@ -214,7 +214,9 @@ func tableExitsDuringDumps(t *testing.T, walk synth.Walk) {
 		describe: func(pid uint32) string {
 			p, _ := tb.Process(pid)
 			_, zombie := procExited(pid)
-			return fmt.Sprintf("pid %d %q, %d mappings, a zombie in /proc: %v", pid, p.Comm, len(p.Mappings), zombie)
+			at, read := s.ReadAt(pid)
+			return fmt.Sprintf("pid %d %q, %d mappings, a zombie in /proc: %v; the last dump read it: %v (at %d)",
+				pid, p.Comm, len(p.Mappings), zombie, read, at)
 		}}
 	note := func(lost uint64) {
 		gone, zombies := keptAfterExit(t, s, tb, apply)
