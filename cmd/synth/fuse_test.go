@@ -173,7 +173,7 @@ func TestDumpLockedProcess(t *testing.T) {
 			}
 			out := runCmd(t, exec.Command(perf, "script", "-D", "-i", file))
 			if out.code != 0 {
-				t.Fatalf("perf script: %s", out.stderr)
+				t.Fatalf("perf script: exit %d: %s", out.code, out.stderr)
 			}
 			got := perftest.Maps(t, out.stdout, hung.Pid)
 			switch {
