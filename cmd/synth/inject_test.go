@@ -277,6 +277,7 @@ func TestInjectEarlyExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	work := exec.Command(bin, filepath.Join(dir, "libspinexit.so"))
+	work.SysProcAttr = dieWithTest()
 	var workErr bytes.Buffer
 	work.Stderr = &workErr
 	begin, err := work.StdinPipe()

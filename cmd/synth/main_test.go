@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -170,4 +171,12 @@ func parseSummary(t *testing.T, stderr string) summary {
 func noWarnings(t *testing.T, what string, r result) {
 	t.Helper()
 	perftest.NoWarnings(t, what, perftest.Result{Code: r.code, Stdout: r.stdout, Stderr: r.stderr})
+}
+
+// dieWithTest is the SysProcAttr of a helper process that would run on
+// for ever (a spinner, synth loadgen): it is killed when the test binary
+// dies, so that a test run stopped by a signal or go test's timeout,
+// whose Cleanups never run, leaves no busy loop behind.
+func dieWithTest() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -40,6 +40,7 @@ func buildSpin(t *testing.T) string {
 func startSpin(t *testing.T, bin string) int {
 	t.Helper()
 	cmd := exec.Command(bin)
+	cmd.SysProcAttr = dieWithTest()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -126,6 +126,7 @@ func lostInFile(out string) uint64 {
 func startLoadgen(t *testing.T, vmas int) {
 	t.Helper()
 	cmd := exec.Command(synthBin, "loadgen", "--vmas", strconv.Itoa(vmas))
+	cmd.SysProcAttr = dieWithTest() // its load processes end with it
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

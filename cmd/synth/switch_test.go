@@ -32,6 +32,7 @@ func startSpinners(t *testing.T, bin string) {
 		defer tick.Stop()
 		for {
 			c := exec.Command(bin)
+			c.SysProcAttr = dieWithTest()
 			if c.Start() == nil {
 				live = append(live, c)
 				time.AfterFunc(800*time.Millisecond, func() { c.Process.Kill() })
