@@ -59,6 +59,35 @@ const endBound = 15 * time.Second
 // for SIGINT).
 func interruptAfter(t *testing.T, d time.Duration, cmd *exec.Cmd) result {
 	t.Helper()
+	return interruptWhen(t, cmd, func(<-chan struct{}) { time.Sleep(d) })
+}
+
+// interruptAfterCPU runs cmd and sends it SIGINT once process pid has
+// used ticks more clock ticks of CPU time, or cmd has ended: a recording
+// of pid then holds about as many samples on a loaded host as on an
+// idle one, where a time of the wall clock gave a tenth of them.
+func interruptAfterCPU(t *testing.T, pid, ticks int, cmd *exec.Cmd) result {
+	t.Helper()
+	return interruptWhen(t, cmd, func(ended <-chan struct{}) {
+		base := cpuTicks(pid)
+		bound := time.After(3 * time.Minute)
+		for cpuTicks(pid)-base < ticks {
+			select {
+			case <-ended:
+				return
+			case <-bound:
+				t.Fatalf("process %d did not use %d ticks of CPU time within 3 minutes", pid, ticks)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// interruptWhen runs cmd, sends it SIGINT (Ctrl-C) once wait returns,
+// and returns how cmd ended: a death by a signal as a shell shows it
+// (130 for SIGINT). wait is given a channel closed once cmd has ended.
+func interruptWhen(t *testing.T, cmd *exec.Cmd, wait func(ended <-chan struct{})) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	if cmd.Stdout == nil {
 		cmd.Stdout = &stdout
@@ -67,10 +96,11 @@ func interruptAfter(t *testing.T, d time.Duration, cmd *exec.Cmd) result {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(d)
+	t.Cleanup(func() { cmd.Process.Kill() }) // if wait failed the test
+	done, ended := make(chan error, 1), make(chan struct{})
+	go func() { done <- cmd.Wait(); close(ended) }()
+	wait(ended)
 	cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	var err error
 	select {
 	case err = <-done:
@@ -178,17 +208,23 @@ func checkRecordExit(t *testing.T, r result, code int) {
 func TestRecordMatchesPerf(t *testing.T) {
 	testenv.Root(t)
 	perf := testenv.Perf(t)
-	pid := strconv.Itoa(startSpin(t, buildSpin(t)))
+	spinPid := startSpin(t, buildSpin(t))
+	pid := strconv.Itoa(spinPid)
+	const spinTicks = 150
 	dir := t.TempDir()
 	ref := filepath.Join(dir, "perf.data")
 	cmd := exec.Command(perf, "record", "-F", "999", "-p", pid, "-o", ref)
 	cmd.Env = perfEnv(t)
 	// perf record dies of the SIGINT it re-raises: its report tells.
-	interruptAfter(t, 1500*time.Millisecond, cmd)
+	// Each recording ends once the spinner used 1.5 s of CPU time
+	// (1,500 samples at -F 999 once sampled): two shares of 150
+	// samples, what 1.5 s of the wall clock gave at a load of 20, can
+	// differ by 10 points by chance alone.
+	interruptAfterCPU(t, spinPid, spinTicks, cmd)
 	want := report(t, perf, "-i", ref)
 
 	file := filepath.Join(dir, "synth.data")
-	r := interruptAfter(t, 1500*time.Millisecond, exec.Command(synthBin, "record", "-F", "999", "-p", pid, "-o", file))
+	r := interruptAfterCPU(t, spinPid, spinTicks, exec.Command(synthBin, "record", "-F", "999", "-p", pid, "-o", file))
 	checkRecordSummary(t, r)
 	got := report(t, perf, "-i", file)
 	sameAttribution(t, "synth record", want, got)
@@ -208,7 +244,7 @@ func TestRecordMatchesPerf(t *testing.T) {
 	}
 	rec := exec.Command(synthBin, "record", "-F", "999", "-p", pid, "-o", "-")
 	rec.Stdout = out
-	pr := interruptAfter(t, 1500*time.Millisecond, rec)
+	pr := interruptAfterCPU(t, spinPid, spinTicks, rec)
 	out.Close()
 	checkRecordSummary(t, pr)
 	in, err := os.Open(pipe)
