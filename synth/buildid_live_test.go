@@ -134,7 +134,7 @@ func TestSessionShortLivedBuildIDs(t *testing.T) {
 		}
 	}
 	if libs == 0 || libsWithID != libs {
-		t.Errorf("%d of %d live MMAP2 records of libraries with a build ID carry it", libsWithID, libs)
+		t.Errorf("%d of %d live MMAP2 records of libraries with a build ID carry it (%+v)", libsWithID, libs, s.Stats())
 	}
 	if st := s.Stats(); st.LiveBuildIDs < n {
 		t.Errorf("stats: %d live build IDs, want at least %d (%+v)", st.LiveBuildIDs, n, st)
