@@ -21,7 +21,7 @@
  *
  * The programs at the end hang on the syscall tracepoints of munmap,
  * mremap, mprotect and mmap, and report, between dumps, the ranges a
- * process gave up (unmap.bpf.h). The Go side is
+ * process gave up, into rings of their own (unmap.bpf.h). The Go side is
  * internal/method/bpfmethod.
  */
 #include "record.bpf.h"

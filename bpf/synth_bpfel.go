@@ -287,6 +287,7 @@ const (
 	SynthMapResumes               = "resumes"
 	SynthMapScratch               = "scratch"
 	SynthMapUnmapCalls            = "unmap_calls"
+	SynthMapUnmapEvents           = "unmap_events"
 	SynthProgDumpTask             = "dump_task"
 	SynthProgDumpTasks            = "dump_tasks"
 	SynthProgDumpVma              = "dump_vma"
@@ -390,16 +391,17 @@ type SynthProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SynthMapSpecs struct {
-	Batches    *ebpf.MapSpec `ebpf:"batches"`
-	BuildIds   *ebpf.MapSpec `ebpf:"build_ids"`
-	Claims     *ebpf.MapSpec `ebpf:"claims"`
-	Events     *ebpf.MapSpec `ebpf:"events"`
-	LastFiles  *ebpf.MapSpec `ebpf:"last_files"`
-	MwScratch  *ebpf.MapSpec `ebpf:"mw_scratch"`
-	Pending    *ebpf.MapSpec `ebpf:"pending"`
-	Resumes    *ebpf.MapSpec `ebpf:"resumes"`
-	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
-	UnmapCalls *ebpf.MapSpec `ebpf:"unmap_calls"`
+	Batches     *ebpf.MapSpec `ebpf:"batches"`
+	BuildIds    *ebpf.MapSpec `ebpf:"build_ids"`
+	Claims      *ebpf.MapSpec `ebpf:"claims"`
+	Events      *ebpf.MapSpec `ebpf:"events"`
+	LastFiles   *ebpf.MapSpec `ebpf:"last_files"`
+	MwScratch   *ebpf.MapSpec `ebpf:"mw_scratch"`
+	Pending     *ebpf.MapSpec `ebpf:"pending"`
+	Resumes     *ebpf.MapSpec `ebpf:"resumes"`
+	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
+	UnmapCalls  *ebpf.MapSpec `ebpf:"unmap_calls"`
+	UnmapEvents *ebpf.MapSpec `ebpf:"unmap_events"`
 }
 
 // SynthVariableSpecs contains global variables before they are loaded into the kernel.
@@ -453,16 +455,17 @@ func (o *SynthObjects) Close() error {
 //
 // It can be passed to LoadSynthObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SynthMaps struct {
-	Batches    *ebpf.Map `ebpf:"batches"`
-	BuildIds   *ebpf.Map `ebpf:"build_ids"`
-	Claims     *ebpf.Map `ebpf:"claims"`
-	Events     *ebpf.Map `ebpf:"events"`
-	LastFiles  *ebpf.Map `ebpf:"last_files"`
-	MwScratch  *ebpf.Map `ebpf:"mw_scratch"`
-	Pending    *ebpf.Map `ebpf:"pending"`
-	Resumes    *ebpf.Map `ebpf:"resumes"`
-	Scratch    *ebpf.Map `ebpf:"scratch"`
-	UnmapCalls *ebpf.Map `ebpf:"unmap_calls"`
+	Batches     *ebpf.Map `ebpf:"batches"`
+	BuildIds    *ebpf.Map `ebpf:"build_ids"`
+	Claims      *ebpf.Map `ebpf:"claims"`
+	Events      *ebpf.Map `ebpf:"events"`
+	LastFiles   *ebpf.Map `ebpf:"last_files"`
+	MwScratch   *ebpf.Map `ebpf:"mw_scratch"`
+	Pending     *ebpf.Map `ebpf:"pending"`
+	Resumes     *ebpf.Map `ebpf:"resumes"`
+	Scratch     *ebpf.Map `ebpf:"scratch"`
+	UnmapCalls  *ebpf.Map `ebpf:"unmap_calls"`
+	UnmapEvents *ebpf.Map `ebpf:"unmap_events"`
 }
 
 func (m *SynthMaps) Close() error {
@@ -477,6 +480,7 @@ func (m *SynthMaps) Close() error {
 		m.Resumes,
 		m.Scratch,
 		m.UnmapCalls,
+		m.UnmapEvents,
 	)
 }
 

@@ -2,9 +2,9 @@
 /*
  * Unmaps between dumps, for a Session's Table: perf has no record of an
  * unmap, so a Table learns of one only from the next dump. These
- * programs report, as a synth-private record in the programs' rings, the
- * range a successful munmap(2) or mremap(2) took away, and where mremap
- * put it; and the range that mprotect(2), or a MAP_FIXED mmap(2), left
+ * programs report, as a synth-private record in rings of their own
+ * (unmap_events), the range a successful munmap(2) or mremap(2) took
+ * away, and where mremap put it; and the range that mprotect(2), or a MAP_FIXED mmap(2), left
  * without PROT_EXEC. Userspace hands them to the library's stream and
  * never to perf.data.
  *
@@ -36,6 +36,18 @@
 #define MAX_ERRNO 4095         /* include/linux/err.h */
 
 enum unmap_call_kind { CALL_MUNMAP, CALL_MREMAP, CALL_MPROTECT, CALL_MMAP };
+
+/* The unmap records' rings, one per CPU, apart from the dumps' (events):
+ * the dumps' pacing bounds what the iterators write between two drains,
+ * and knows nothing of the unmaps any process makes meanwhile, so a
+ * storm of them in the same rings would cost a dump its records. A
+ * record a full ring refuses here is an unmap missed (unmaps_missed),
+ * and nothing else. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} unmap_events SEC(".maps");
 
 /* The arguments of a call under way, by thread. An exit reports only
  * the call its thread's enter noted: the kernel skips a tracepoint
@@ -180,7 +192,7 @@ static __always_inline void report(struct syscall_exit_ctx *ctx)
 	r.h.time = bpf_ktime_get_ns();
 	r.header.type = SYNTH_RECORD_UNMAP;
 	r.header.size = sizeof(r) - sizeof(r.h);
-	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, &r, sizeof(r)))
+	if (bpf_perf_event_output(ctx, &unmap_events, BPF_F_CURRENT_CPU, &r, sizeof(r)))
 		__sync_fetch_and_add(&unmaps_missed, 1);
 }
 

@@ -23,7 +23,9 @@
 // kernel reports a mapping under the process's mmap write lock and the
 // walk reads a process while no writer holds it, so their times, on one
 // clock, order the two exactly. Live records the kernel drops when a ring
-// is full come as PERF_RECORD_LOST, as perf writes them. Profile is a
+// is full come as PERF_RECORD_LOST, as perf writes them. With
+// SessionOptions.Unmaps a third ring per CPU carries the unmap records,
+// so that no number of them costs a dump a record. Profile is a
 // minimal perf record built on it; synth dump writes one generation of a
 // Session.
 //

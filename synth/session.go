@@ -205,13 +205,22 @@ type SessionStats struct {
 	// interrupts took more than kernel.perf_cpu_time_max_percent.
 	Throttled uint64
 	Unmaps    uint64 // KindUnmap records returned
-	// UnmapsMissed counts the unmap calls the stream cannot report
-	// because the kernel skipped the program that notes them: it runs
-	// no tracepoint program on a CPU where another BPF program, or a
-	// map operation from userspace, is under way. Until the next dump a
-	// Table may hold a range that went.
+	// UnmapsMissed counts the unmap calls the stream cannot report:
+	// the kernel skipped the program that notes them (it runs no
+	// tracepoint program on a CPU where another BPF program, or a map
+	// operation from userspace, is under way), or their record found
+	// its unmap ring full (UnmapsLost). Until the next dump a Table may
+	// hold a range that went; it never loses one that stayed.
 	UnmapsMissed uint64
-	Filtered     uint64 // live records and samples of processes outside Options.Target
+	// UnmapsLost counts, of UnmapsMissed, the unmap records the kernel
+	// could not write because an unmap ring was full: the stream was
+	// not read for a while (a CPU's ring holds about 32 of them a page
+	// of RingPages, 8,000 at the default), and a larger RingPages keeps
+	// more. The unmap
+	// records have rings of their own, so no number of them costs a
+	// dump a record (Lost).
+	UnmapsLost uint64
+	Filtered   uint64 // live records and samples of processes outside Options.Target
 	// FilteredSamples are the samples among them: none unless a task
 	// left the target (the sampler is opened on the target's tasks), or,
 	// for a cgroup, joined the cgroup after the target was resolved.
@@ -319,6 +328,9 @@ func newSession(opts SessionOptions, d config.Resolved) (*Session, error) {
 	}
 	if opts.Unmaps {
 		s.unmapsErr = b.WatchUnmaps()
+		for _, fd := range b.UnmapFDs() {
+			s.pollfds = append(s.pollfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		}
 	} else {
 		s.unmapsErr = errUnmapsOff
 	}
@@ -468,6 +480,7 @@ func (s *Session) Stats() SessionStats {
 	st := s.stats
 	if s.unmapsErr == nil {
 		st.UnmapsMissed, _ = s.b.UnmapMisses() // the programs are loaded: it cannot fail
+		st.UnmapsLost = s.b.UnmapsLost()
 	}
 	st.LiveBuildIDs, st.LiveBuildIDsMissed, st.LiveFilesRead = s.b.LiveBuildIDs()
 	st.Grown = s.b.Grown()

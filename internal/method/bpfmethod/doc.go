@@ -4,7 +4,9 @@
 // records into one perf ring per CPU, paced so that no synthesized record
 // is lost. Build IDs come from a cache in a BPF map; files new to it are
 // read in userspace (package buildid) while the walk's records are held.
-// A BPF also carries the live side-band rings of a Session. Every drain
+// A BPF also carries the live side-band rings of a Session, and, once
+// it watches unmaps, the unmap programs' rings, apart from the dump's so
+// that unmaps take none of the room its pacing counts on. Every drain
 // moves their records into a buffer the Session takes them from
 // (TakeLive), and, during a dump, into the deduper (package dedupe) that
 // keeps a mapping from being reported by both: records flow from the

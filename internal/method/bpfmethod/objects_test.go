@@ -8,8 +8,9 @@ import (
 	"github.com/synth-dev/synth/internal/testenv"
 )
 
-// A dump creates no map that only the unmap programs use; the first of
-// them to load creates it, and the others share it.
+// A dump creates no map that only the unmap programs use (unmap_calls,
+// and unmap_events, their rings' array); the first of them to load
+// creates them, and the others share them.
 func TestLazyMaps(t *testing.T) {
 	testenv.Root(t)
 	o, err := loadObjects("")
@@ -17,8 +18,8 @@ func TestLazyMaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	if o.UnmapCalls != nil {
-		t.Fatal("unmap_calls created before an unmap program loads")
+	if o.UnmapCalls != nil || o.UnmapEvents != nil {
+		t.Fatal("unmap_calls or unmap_events created before an unmap program loads")
 	}
 	for _, h := range unmapHooks {
 		p, err := o.program(h.prog)
@@ -48,6 +49,9 @@ func TestLazyMaps(t *testing.T) {
 	}
 	if o.shared[synthbpf.SynthMapUnmapCalls] != o.UnmapCalls {
 		t.Error("unmap_calls is not shared")
+	}
+	if o.UnmapEvents == nil || o.shared[synthbpf.SynthMapUnmapEvents] != o.UnmapEvents {
+		t.Error("unmap_events is not created or not shared")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -111,18 +112,25 @@ func (c *RingConfig) LiveAttr() perfdata.Attr {
 	}
 }
 
-// rings are the per-CPU rings of a BPF method or session. The programs'
+// rings are the per-CPU rings of a BPF method or session. The dumps'
 // records go to rings of their own (out), registered in the programs'
-// PERF_EVENT_ARRAY; the kernel's live records and the samples go to a
-// second set (live). Live traffic, however heavy, can then never take
-// the room the pacing counts on: synthesized records are not lost.
+// PERF_EVENT_ARRAY (events); the kernel's live records and the samples
+// go to a second set (live), and the unmap programs' records, once they
+// are watched, to a third (unmaps, in unmap_events). Neither live nor
+// unmap traffic, however heavy, can then take the room the pacing
+// counts on: synthesized records are not lost.
 type rings struct {
 	cpus     []int
 	out      []*perfring.Event
 	live     []*perfring.Event // nil without a side-band: each CPU's ring owner
 	tasks    []*perfring.Event // the scoped side-band, into live (LiveScope)
 	samplers []*perfring.Event
-	size     int // data bytes per ring
+	unmaps   []*perfring.Event // nil until WatchUnmaps
+	size     int               // data bytes per ring
+	// unmapsLost adds up the kernel's counts of the unmap records a full
+	// unmap ring refused (its PERF_RECORD_LOST records); read by
+	// UnmapsLost from any goroutine.
+	unmapsLost atomic.Uint64
 	// only, while the samplers open, are the CPUs they open on; nil:
 	// every CPU.
 	only map[int]bool
@@ -240,6 +248,27 @@ func (r *rings) openOut(cpu int, c *RingConfig, arr *ebpf.Map) error {
 	return nil
 }
 
+// openUnmaps opens the unmap programs' ring of each CPU, as large as the
+// others, and registers it in arr (unmap_events). It opens all or none.
+func (r *rings) openUnmaps(arr *ebpf.Map) error {
+	c := RingConfig{Pages: r.size / os.Getpagesize()}
+	for _, cpu := range r.cpus {
+		ev, err := openRing(c.outAttr(), cpu, c.Pages, "unmap output")
+		if err == nil {
+			r.unmaps = append(r.unmaps, ev)
+			err = arr.Put(uint32(cpu), uint32(ev.FD()))
+		}
+		if err != nil {
+			for _, ev := range r.unmaps {
+				ev.Close()
+			}
+			r.unmaps = nil
+			return fmt.Errorf("unmap ring of cpu %d: %w", cpu, err)
+		}
+	}
+	return nil
+}
+
 // ErrNoTask says that every task an event was to be opened for (the
 // sampler, or a target's side-band) has exited.
 var ErrNoTask = errors.New("every target task has exited")
@@ -310,24 +339,45 @@ func (r *rings) drain(evs []*perfring.Event, fn func(cpu int, rec []byte) error)
 }
 
 // drainInto moves what the rings hold into rd: the output rings first,
-// then the side-band rings. A live record that precedes a synthesized
-// one in time was in its ring before the synthesized one was written
-// (the kernel writes it under the mmap write lock, the programs read
-// under the read lock), so deliver, handing the live records over
-// first, has it in the deduper before the generation judges the
-// synthesized one.
+// then the unmap rings, then the side-band rings. A live record that
+// precedes a synthesized one in time was in its ring before the
+// synthesized one was written (the kernel writes it under the mmap write
+// lock, the programs read under the read lock), so deliver, handing the
+// live records over first, has it in the deduper before the generation
+// judges the synthesized one.
 func (r *rings) drainInto(rd *round) error {
 	rd.reset()
 	if err := r.drain(r.out, rd.addOut); err != nil {
 		return err
 	}
+	if err := r.drain(r.unmaps, r.addUnmap(rd)); err != nil {
+		return err
+	}
 	return r.drain(r.live, rd.addLive)
 }
 
+// addUnmap returns what takes a record of an unmap ring into rd: a
+// sample as an output ring's (round.unwrap tells the unmap records
+// apart), the kernel's count of the records a full ring refused into
+// unmapsLost, never into the round's lost, which are the dump's.
+func (r *rings) addUnmap(rd *round) func(cpu int, rec []byte) error {
+	return func(cpu int, rec []byte) error {
+		if perfdata.RecordView(rec).Type() == perfdata.RecordLost {
+			if l := perfdata.LostView(rec); l.Fits() {
+				r.unmapsLost.Add(l.Lost())
+			}
+			return nil
+		}
+		return rd.addOut(cpu, rec)
+	}
+}
+
 // liveFDs returns the descriptors of the side-band events, for poll(2).
-func (r *rings) liveFDs() []int {
-	fds := make([]int, len(r.live))
-	for i, ev := range r.live {
+func (r *rings) liveFDs() []int { return fdsOf(r.live) }
+
+func fdsOf(evs []*perfring.Event) []int {
+	fds := make([]int, len(evs))
+	for i, ev := range evs {
 		fds[i] = ev.FD()
 	}
 	return fds
@@ -338,11 +388,11 @@ func (r *rings) Close() error {
 	for _, s := range r.samplers {
 		errs = append(errs, s.Close())
 	}
-	for _, evs := range [][]*perfring.Event{r.tasks, r.live, r.out} {
+	for _, evs := range [][]*perfring.Event{r.tasks, r.live, r.unmaps, r.out} {
 		for _, ev := range evs {
 			errs = append(errs, ev.Close())
 		}
 	}
-	r.samplers, r.tasks, r.live, r.out = nil, nil, nil, nil
+	r.samplers, r.tasks, r.live, r.unmaps, r.out = nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -86,12 +86,14 @@ type unmapLinks struct {
 // or mremap(2), numbered in this process's pid namespace, which a
 // syscall program notes first. It fails where the kernel has no syscall
 // programs (5.14) or syscall tracepoints (CONFIG_FTRACE_SYSCALLS), or
-// tracefs cannot be mounted; calling it again does nothing.
+// tracefs cannot be mounted; calling it again does nothing. The records
+// come through rings of their own, one per CPU as large as the others
+// (UnmapFDs), so that no number of unmaps costs a dump its records.
 func (b *BPF) WatchUnmaps() error {
 	if b.unmaps != nil {
 		return nil
 	}
-	u, err := attachUnmaps(b.lo.objs)
+	u, err := attachUnmaps(b.lo.objs, b.rings)
 	if err != nil {
 		return fmt.Errorf("watch unmaps: %w", err)
 	}
@@ -99,9 +101,14 @@ func (b *BPF) WatchUnmaps() error {
 	return nil
 }
 
+// UnmapFDs returns the descriptors of the unmap programs' rings, to
+// poll: none before WatchUnmaps.
+func (b *BPF) UnmapFDs() []int { return fdsOf(b.rings.unmaps) }
+
 // attachUnmaps attaches the unmap programs of objs, having noted this
-// process's pid namespace for them.
-func attachUnmaps(objs *objects) (*unmapLinks, error) {
+// process's pid namespace for them, and their rings, opened in r
+// between their load, which creates unmap_events, and their attachment.
+func attachUnmaps(objs *objects, r *rings) (*unmapLinks, error) {
 	if err := mountTracefs(); err != nil {
 		return nil, err
 	}
@@ -112,13 +119,20 @@ func attachUnmaps(objs *objects) (*unmapLinks, error) {
 	if err != nil {
 		return nil, fmt.Errorf("note this process's pid namespace: %w", err)
 	}
-	u := &unmapLinks{}
-	for _, h := range unmapHooks {
-		prog, err := objs.program(h.prog)
-		var l link.Link
-		if err == nil {
-			l, err = link.Tracepoint("syscalls", h.event, prog, nil)
+	progs := make([]*ebpf.Program, len(unmapHooks))
+	for i, h := range unmapHooks {
+		if progs[i], err = objs.program(h.prog); err != nil {
+			return nil, fmt.Errorf("load %s for syscalls:%s: %w", h.prog, h.event, err)
 		}
+	}
+	if r.unmaps == nil {
+		if err := r.openUnmaps(objs.UnmapEvents); err != nil {
+			return nil, err
+		}
+	}
+	u := &unmapLinks{}
+	for i, h := range unmapHooks {
+		l, err := link.Tracepoint("syscalls", h.event, progs[i], nil)
 		if err != nil {
 			u.Close()
 			return nil, fmt.Errorf("attach to syscalls:%s: %w", h.event, err)
@@ -169,8 +183,9 @@ func mountTracefs() error {
 // recursion_misses: trace_call_bpf runs no tracing program on a CPU
 // where another one, even another tool's, or a map operation from
 // userspace is under way), or a program could not write its note or
-// its record (unmaps_missed in bpf/unmap.bpf.h). The next dump corrects
-// what they missed.
+// its record (unmaps_missed in bpf/unmap.bpf.h), a full unmap ring
+// among the reasons (UnmapsLost). The next dump corrects what they
+// missed.
 func (b *BPF) UnmapMisses() (uint64, error) {
 	var n uint64
 	if err := b.lo.objs.UnmapsMissed.Get(&n); err != nil {
@@ -189,3 +204,9 @@ func (b *BPF) UnmapMisses() (uint64, error) {
 	}
 	return n, nil
 }
+
+// UnmapsLost returns how many unmap records the kernel could not write
+// because an unmap ring was full, as its PERF_RECORD_LOST records in
+// them say, up to the last drain. Each is an unmap missed too (the
+// program counts the write that failed): UnmapMisses counts them.
+func (b *BPF) UnmapsLost() uint64 { return b.rings.unmapsLost.Load() }
