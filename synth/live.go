@@ -221,7 +221,9 @@ func (s *Session) readDump(recs []Record) (int, error) {
 	}
 	s.stats.Dumps++
 	s.read = reads
-	recs[0] = Record{Kind: KindDumpEnd, Gen: x.gen, Partial: s.partial()}
+	// A dump that lost records may have lost a whole process's: its end
+	// says nothing of the processes it did not read, as a partial one.
+	recs[0] = Record{Kind: KindDumpEnd, Gen: x.gen, Partial: s.partial() || st.Lost > 0}
 	return 1, nil
 }
 

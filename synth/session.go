@@ -154,7 +154,9 @@ type Record struct {
 	// process after its exit.
 	Superseded bool
 	// Partial marks a KindDumpEnd of a dump that read only some
-	// processes (Options.Target): it says nothing of the others.
+	// processes (Options.Target), or that lost records (Stats.Lost),
+	// perhaps all of a process's: it says nothing of the processes it
+	// did not read.
 	Partial bool
 	// sampler is the attr a KindSample was recorded with (Sample).
 	sampler *perfdata.Attr

@@ -79,7 +79,7 @@ func Snapshot(ctx context.Context, m *Method) (*Table, Stats, error) {
 		return t.Apply(&rec)
 	})
 	if err == nil {
-		err = t.Apply(&Record{Kind: KindDumpEnd, Partial: m.partial})
+		err = t.Apply(&Record{Kind: KindDumpEnd, Partial: m.partial || st.Lost > 0})
 	}
 	return t, st, err
 }
@@ -104,9 +104,9 @@ func (t *Table) Processes() []*Process {
 // Method's dump given as KindSynthesized records and a KindDumpEnd:
 //   - the first record of a dump about a process drops what the table
 //     held of it: the dump's records of it are the whole of it;
-//   - a KindDumpEnd of a dump of every process (not Partial) removes the
-//     processes the dump did not read: they exited, whether or not their
-//     EXIT reached the stream;
+//   - a KindDumpEnd of a dump of every process (not Partial: it lost no
+//     record) removes the processes the dump did not read: they exited,
+//     whether or not their EXIT reached the stream;
 //   - a live record the last dump read over (Superseded) is skipped: it
 //     would bring back what the dump found gone (or, a KindUnmap, take
 //     away what the dump found mapped again);
