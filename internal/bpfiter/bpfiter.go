@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/bpfsys"
 )
 
 // ErrNoProcess reports that a pid-scoped iterator could not be created
@@ -53,7 +54,7 @@ type bpfLinkCreateIterAttr struct {
 	TargetFd    uint32
 	AttachType  uint32
 	Flags       uint32
-	IterInfo    uint64
+	IterInfo    bpfsys.Pointer
 	IterInfoLen uint32
 	_           [36]byte
 }
@@ -62,23 +63,19 @@ type bpfLinkCreateIterAttr struct {
 // process. cilium/ebpf's link.AttachIter has no task parameter, so the
 // link is created here and handed to cilium/ebpf.
 func attachTaskIter(prog *ebpf.Program, pid int) (*link.Iter, error) {
-	// Heap-allocated: Go's heap does not move, and the kernel reads it
-	// through a pointer stored as an integer.
-	info := &bpfIterLinkInfoTask{Pid: uint32(pid)}
-	attr := &bpfLinkCreateIterAttr{
+	info := bpfIterLinkInfoTask{Pid: uint32(pid)}
+	attr := bpfLinkCreateIterAttr{
 		ProgFd:      uint32(prog.FD()),
 		AttachType:  unix.BPF_TRACE_ITER,
-		IterInfo:    uint64(uintptr(unsafe.Pointer(info))),
-		IterInfoLen: uint32(unsafe.Sizeof(*info)),
+		IterInfo:    bpfsys.NewPointer(unsafe.Pointer(&info)),
+		IterInfoLen: uint32(unsafe.Sizeof(info)),
 	}
-	fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_CREATE,
-		uintptr(unsafe.Pointer(attr)), unsafe.Sizeof(*attr))
-	runtime.KeepAlive(info)
-	if errno != 0 {
-		if errno == unix.ESRCH || errno == unix.ENOENT {
+	fd, err := bpfsys.BPF(unix.BPF_LINK_CREATE, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT) {
 			return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 		}
-		return nil, fmt.Errorf("link iterator to pid %d: %w", pid, errno)
+		return nil, fmt.Errorf("link iterator to pid %d: %w", pid, err)
 	}
 	l, err := link.NewFromFD(int(fd))
 	if err != nil {

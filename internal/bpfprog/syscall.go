@@ -10,6 +10,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/bpfsys"
 )
 
 // ErrPermission means the caller may not list the kernel's BPF objects
@@ -35,29 +37,23 @@ type idAttr struct {
 // info.
 type infoAttr struct {
 	fd, len uint32
-	info    uint64
-}
-
-func bpf(cmd int, attr unsafe.Pointer, size uintptr) (int, error) {
-	r, _, errno := unix.Syscall(unix.SYS_BPF, uintptr(cmd), uintptr(attr), size)
-	if errno != 0 {
-		return -1, errno
-	}
-	return int(r), nil
+	info    bpfsys.Pointer
 }
 
 // fdByID opens the object id with cmd.
 func fdByID(cmd int, id uint32) (int, error) {
 	a := idAttr{id: id}
-	return bpf(cmd, unsafe.Pointer(&a), unsafe.Sizeof(a))
+	return bpfsys.BPF(cmd, unsafe.Pointer(&a), unsafe.Sizeof(a))
 }
 
 // objInfo fills info, the object's info struct, whose array pointers
-// point into keep; it returns the length the kernel filled.
+// point into keep; it returns the length the kernel filled. The runtime
+// cannot see those pointers, written as integers into info: keep must
+// be on the heap (package bpfsys), as a slice made with a size known
+// only at run time is.
 func objInfo(fd int, info []byte, keep []byte) (int, error) {
-	a := infoAttr{fd: uint32(fd), len: uint32(len(info)), info: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(info))))}
-	_, err := bpf(unix.BPF_OBJ_GET_INFO_BY_FD, unsafe.Pointer(&a), unsafe.Sizeof(a))
-	runtime.KeepAlive(info)
+	a := infoAttr{fd: uint32(fd), len: uint32(len(info)), info: bpfsys.SlicePointer(info)}
+	_, err := bpfsys.BPF(unix.BPF_OBJ_GET_INFO_BY_FD, unsafe.Pointer(&a), unsafe.Sizeof(a))
 	runtime.KeepAlive(keep)
 	if err != nil {
 		return 0, fmt.Errorf("get info: %w", err)

@@ -2,11 +2,12 @@ package bpfmethod
 
 import (
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/synth-dev/synth/internal/bpfsys"
 )
 
 // progLoadAttr is what loadLinked gives BPF_PROG_LOAD.
@@ -23,15 +24,17 @@ type progLoadAttr struct {
 // bpfProgLoadAttr is the BPF_PROG_LOAD part of union bpf_attr
 // (include/uapi/linux/bpf.h), up to attach_btf_obj_fd (Linux 5.11):
 // the kernel takes a shorter attr than its own and reads the rest as
-// zero.
+// zero. Its pointers are bpfsys.Pointer, never integers, so that the
+// runtime updates them when it moves the goroutine's stack (see
+// package bpfsys).
 type bpfProgLoadAttr struct {
 	progType           uint32
 	insnCnt            uint32
-	insns              uint64 // pointer
-	license            uint64 // pointer to a NUL-terminated string
+	insns              bpfsys.Pointer
+	license            bpfsys.Pointer // a NUL-terminated string
 	logLevel           uint32
 	logSize            uint32
-	logBuf             uint64
+	logBuf             bpfsys.Pointer
 	kernVersion        uint32
 	progFlags          uint32
 	progName           [unix.BPF_OBJ_NAME_LEN]byte
@@ -39,29 +42,26 @@ type bpfProgLoadAttr struct {
 	expectedAttachType uint32
 	progBTFFD          uint32
 	funcInfoRecSize    uint32
-	funcInfo           uint64
+	funcInfo           bpfsys.Pointer
 	funcInfoCnt        uint32
 	lineInfoRecSize    uint32
-	lineInfo           uint64
+	lineInfo           bpfsys.Pointer
 	lineInfoCnt        uint32
 	attachBTFID        uint32
 	attachBTFObjFD     uint32 // attach_prog_fd; 0: vmlinux
 	_                  uint32
 }
 
-// loadProgramFD loads a program with BPF_PROG_LOAD and returns its file
-// descriptor. It asks for no verifier log: a program that fails here
-// is loaded again by cilium/ebpf, which says why it fails.
-func loadProgramFD(a progLoadAttr) (int, error) {
+// newProgLoadAttr lays a out as the kernel reads it.
+func newProgLoadAttr(a progLoadAttr) (*bpfProgLoadAttr, error) {
 	if len(a.Insns) == 0 || len(a.Insns)%8 != 0 {
-		return -1, fmt.Errorf("%d bytes of instructions", len(a.Insns))
+		return nil, fmt.Errorf("%d bytes of instructions", len(a.Insns))
 	}
-	license := append([]byte(a.License), 0)
-	attr := bpfProgLoadAttr{
+	attr := &bpfProgLoadAttr{
 		progType:           a.ProgType,
 		insnCnt:            uint32(len(a.Insns) / 8),
-		insns:              uint64(uintptr(unsafe.Pointer(&a.Insns[0]))),
-		license:            uint64(uintptr(unsafe.Pointer(&license[0]))),
+		insns:              bpfsys.SlicePointer(a.Insns),
+		license:            bpfsys.StringPointer(a.License),
 		progFlags:          a.ProgFlags,
 		expectedAttachType: a.ExpectedAttachType,
 		progBTFFD:          a.BTFFD,
@@ -70,24 +70,28 @@ func loadProgramFD(a progLoadAttr) (int, error) {
 	copy(attr.progName[:unix.BPF_OBJ_NAME_LEN-1], objName(a.Name))
 	if len(a.FuncInfo) > 0 {
 		attr.funcInfoRecSize, attr.funcInfoCnt = btf.FuncInfoSize, uint32(len(a.FuncInfo))/btf.FuncInfoSize
-		attr.funcInfo = uint64(uintptr(unsafe.Pointer(&a.FuncInfo[0])))
+		attr.funcInfo = bpfsys.SlicePointer(a.FuncInfo)
 	}
 	if len(a.LineInfo) > 0 {
 		attr.lineInfoRecSize, attr.lineInfoCnt = btf.LineInfoSize, uint32(len(a.LineInfo))/btf.LineInfoSize
-		attr.lineInfo = uint64(uintptr(unsafe.Pointer(&a.LineInfo[0])))
+		attr.lineInfo = bpfsys.SlicePointer(a.LineInfo)
 	}
-	for {
-		fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_LOAD, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
-		runtime.KeepAlive(a)
-		runtime.KeepAlive(license)
-		switch {
-		case errno == unix.EAGAIN: // a signal interrupted the verifier; cilium/ebpf retries too
-			continue
-		case errno != 0:
-			return -1, fmt.Errorf("load program %s: %w", a.Name, errno)
-		}
-		return int(fd), nil
+	return attr, nil
+}
+
+// loadProgramFD loads a program with BPF_PROG_LOAD and returns its file
+// descriptor. It asks for no verifier log: a program that fails here
+// is loaded again by cilium/ebpf, which says why it fails.
+func loadProgramFD(a progLoadAttr) (int, error) {
+	attr, err := newProgLoadAttr(a)
+	if err != nil {
+		return -1, err
 	}
+	fd, err := bpfsys.BPF(unix.BPF_PROG_LOAD, unsafe.Pointer(attr), unsafe.Sizeof(*attr))
+	if err != nil {
+		return -1, fmt.Errorf("load program %s: %w", a.Name, err)
+	}
+	return fd, nil
 }
 
 // objName is name as the kernel takes a program's: letters, digits,
