@@ -35,8 +35,10 @@
 //
 // Trust: the directory is root's. Open creates it with mode 0700 and
 // refuses one that is not a directory owned by the effective user with
-// no group or other access; Load refuses a file that is not a regular
-// file owned by that user that others can write. A program that another
+// no group or other access; Load opens an entry without following a
+// symbolic link or waiting on a FIFO (O_NOFOLLOW|O_NONBLOCK) and
+// refuses a file that is not a regular file owned by that user that
+// others can write. A program that another
 // user could change would run in the kernel. The kernel's verifier
 // checks whatever is loaded, so a damaged entry can fail a load (the
 // caller then links afresh) but not harm the kernel; what it cannot

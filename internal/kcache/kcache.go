@@ -161,7 +161,10 @@ func (c *Cache) Load(k Key, name string) (Program, error) {
 	if !validName(name) {
 		return Program{}, fmt.Errorf("%w: program name %q", ErrMiss, name)
 	}
-	f, err := os.Open(c.path(k.Object, name))
+	// Not through a link (to a file someone else chose), nor waiting
+	// for the writer of a FIFO: owned then refuses whatever is not a
+	// regular file.
+	f, err := os.OpenFile(c.path(k.Object, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Program{}, fmt.Errorf("%w: %w", ErrMiss, err)
 	}

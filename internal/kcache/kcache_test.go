@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func testKey() Key {
@@ -292,4 +294,48 @@ func loadAll(c *Cache, k Key, names map[string]Program) (map[string]Program, err
 		got[name] = p
 	}
 	return got, nil
+}
+
+// TestSymlink: a link in the directory is not an entry, even to a
+// good file of the same user, which another user's link could name.
+func TestSymlink(t *testing.T) {
+	elsewhere := openTemp(t)
+	c := openTemp(t)
+	k := testKey()
+	storeAll(t, elsewhere, k, testPrograms())
+	if err := os.Symlink(elsewhere.path(k.Object, "probe"), c.path(k.Object, "probe")); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.Load(k, "probe"); !errors.Is(err, ErrMiss) {
+		t.Errorf("Load through a symlink = %+v, %v; want a miss", p, err)
+	}
+}
+
+// TestFIFO: a FIFO in the directory is a miss at once, not an open
+// that waits for a writer.
+func TestFIFO(t *testing.T) {
+	c := openTemp(t)
+	k := testKey()
+	path := c.path(k.Object, "probe")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Load(k, "probe")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrMiss) {
+			t.Errorf("Load of a FIFO: %v, want a miss", err)
+		}
+	case <-time.After(10 * time.Second):
+		// Free the blocked open: a writer that opens and closes.
+		if w, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		<-done
+		t.Fatal("Load blocked on a FIFO (freed by a writer after 10 s)")
+	}
 }
