@@ -31,7 +31,9 @@
 // links the program as if there were no cache. Store writes a temporary
 // file in DIR and renames it into place, so a reader sees the old file
 // or the new one, never half of one; a store that fails (a read-only or
-// full disk) costs the caller nothing but the store.
+// full disk) costs the caller nothing but the store. Prune bounds the
+// directory: the files of other objects (other synth builds) go MaxAge
+// after they were stored, never those of the caller's object.
 //
 // Trust: the directory is root's. Open creates it with mode 0700 and
 // refuses one that is not a directory owned by the effective user with

@@ -10,7 +10,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/synth-dev/synth/internal/elfnote"
 )
@@ -136,9 +138,58 @@ func owned(st os.FileInfo, dir bool) error {
 	return nil
 }
 
+// The names of the cache's files: programs-HASH-NAME, and the
+// temporary .programs-* a Store writes first.
+const (
+	filePrefix = "programs-"
+	tempPrefix = ".programs-"
+)
+
 // path is the file of the program name for object.
 func (c *Cache) path(object [32]byte, name string) string {
-	return filepath.Join(c.dir, "programs-"+hex.EncodeToString(object[:8])+"-"+name)
+	return filepath.Join(c.dir, filePrefix+objectHash(object)+"-"+name)
+}
+
+func objectHash(object [32]byte) string { return hex.EncodeToString(object[:8]) }
+
+// MaxAge is how long Prune keeps the files of another object after
+// they were stored.
+const MaxAge = 7 * 24 * time.Hour
+
+// Prune removes the cache's files, entries and temporary files left by
+// a Store that died, of objects other than object that were written
+// before now-maxAge. The files of object stay whatever their age (a
+// kernel's update replaces them), and so do another object's written
+// since: two synth builds in use on one host do not evict each other,
+// while each rebuild's files (a megabyte) go a week after its last
+// store. Files that are not the cache's are left alone. It returns the
+// number of files removed and the first error.
+func (c *Cache) Prune(object [32]byte, now time.Time, maxAge time.Duration) (int, error) {
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		return 0, fmt.Errorf("prune kernel cache: %w", err)
+	}
+	own := filePrefix + objectHash(object) + "-"
+	var n int
+	var first error
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, filePrefix) && !strings.HasPrefix(name, tempPrefix) || strings.HasPrefix(name, own) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() || !info.ModTime().Before(now.Add(-maxAge)) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(c.dir, name)); err != nil {
+			if first == nil {
+				first = fmt.Errorf("prune kernel cache: %w", err)
+			}
+			continue
+		}
+		n++
+	}
+	return n, first
 }
 
 // validName reports whether name may name a file of the cache: what
@@ -302,7 +353,7 @@ func (c *Cache) Store(k Key, name string, p Program) error {
 	if err != nil {
 		return fmt.Errorf("store kernel cache: %w", err)
 	}
-	f, err := os.CreateTemp(c.dir, ".programs-*")
+	f, err := os.CreateTemp(c.dir, tempPrefix+"*")
 	if err != nil {
 		return fmt.Errorf("store kernel cache: %w", err)
 	}

@@ -339,3 +339,45 @@ func TestFIFO(t *testing.T) {
 		t.Fatal("Load blocked on a FIFO (freed by a writer after 10 s)")
 	}
 }
+
+// TestPrune: another object's old files go; this object's, another's
+// recent ones and files that are not the cache's stay.
+func TestPrune(t *testing.T) {
+	c := openTemp(t)
+	own, recent, old := testKey(), testKey(), testKey()
+	recent.Object[0], old.Object[0] = 0xaa, 0xbb
+	for _, k := range []Key{own, recent, old} {
+		storeAll(t, c, k, testPrograms())
+	}
+	now := time.Now()
+	ago := now.Add(-MaxAge - time.Hour)
+	other := filepath.Join(c.dir, "notes.txt")
+	temp := filepath.Join(c.dir, tempPrefix+"123")
+	for _, p := range []string{other, temp} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{c.path(own.Object, "probe"), c.path(old.Object, "probe"), c.path(old.Object, "dump_tasks"), other, temp} {
+		if err := os.Chtimes(p, ago, ago); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := c.Prune(own.Object, now, MaxAge)
+	if err != nil || n != 3 {
+		t.Errorf("Prune = %d, %v; want 3 files removed", n, err)
+	}
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	want := []string{"notes.txt", "programs-0102030000000000-dump_tasks", "programs-0102030000000000-probe",
+		"programs-aa02030000000000-dump_tasks", "programs-aa02030000000000-probe"}
+	if !reflect.DeepEqual(left, want) {
+		t.Errorf("left %q, want %q", left, want)
+	}
+}

@@ -82,6 +82,7 @@ func openLinked(dir string) *linkedPrograms {
 		l.missed = err
 		return l
 	}
+	c.Prune(key.Object, time.Now(), kcache.MaxAge) // a file not pruned is pruned next time
 	l.c, l.key = c, key
 	return l
 }
