@@ -249,16 +249,21 @@ var everything = testproc.Spec{
 }
 
 // The test process's mappings, COMMs and FORKs are as /proc shows them,
-// with the programs linked against the kernel's BTF (NoBTFCache) and
-// loaded from the kernel cache (which the first filled, where the
+// with the programs linked against the kernel's BTF (no KernelCache)
+// and loaded from a kernel cache (which the first filled, where the
 // kernel has a build ID).
 func TestDumpMatchesProc(t *testing.T) {
 	testenv.Root(t)
 	p := testproc.StartT(t, everything)
+	cache := filepath.Join(t.TempDir(), "kcache")
 	for _, tc := range []struct{ data, noCache bool }{{false, true}, {true, true}, {false, false}, {true, false}} {
-		t.Run(fmt.Sprintf("data=%v/no-btf-cache=%v", tc.data, tc.noCache), func(t *testing.T) {
+		t.Run(fmt.Sprintf("data=%v/no-kernel-cache=%v", tc.data, tc.noCache), func(t *testing.T) {
 			data := tc.data
-			d := runDump(t, synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: data, NoBTFCache: tc.noCache})
+			opts := synth.Options{Target: synth.Target{Pids: []int{p.Pid}}, Data: data, KernelCache: cache}
+			if tc.noCache {
+				opts.KernelCache = ""
+			}
+			d := runDump(t, opts)
 			checkProc(t, p, d, data)
 			if n := len(d.of(p.Pid)); data && n < 5000 {
 				t.Errorf("only %d mappings with --data, want >= 5000", n)

@@ -28,11 +28,12 @@ type InjectOptions struct {
 	// Method and Threads are as for OpenMethod; "" means MethodAuto.
 	Method  MethodName
 	Threads int
-	// NoBuildID and BuildIDTimeout are as in Options. What else the
-	// dump holds (the processes, data mappings, namespaces, cgroups, BPF
-	// events) follows perf's attrs and thread map.
+	// NoBuildID, BuildIDTimeout and KernelCache are as in Options. What
+	// else the dump holds (the processes, data mappings, namespaces,
+	// cgroups, BPF events) follows perf's attrs and thread map.
 	NoBuildID      bool
 	BuildIDTimeout time.Duration
+	KernelCache    string
 	// Mode is the output's layout; the zero value chooses from the
 	// output, as WriteOptions.Mode.
 	Mode perfdata.Mode
@@ -290,7 +291,7 @@ func checkAttrs(attrs []perfdata.EventAttr) (uint64, error) {
 // injectOptions are the options of Inject's method that do not depend
 // on perf's stream.
 func injectOptions(opts InjectOptions) Options {
-	return Options{NoBuildID: opts.NoBuildID, BuildIDTimeout: opts.BuildIDTimeout, NoLive: true}
+	return Options{NoBuildID: opts.NoBuildID, BuildIDTimeout: opts.BuildIDTimeout, KernelCache: opts.KernelCache, NoLive: true}
 }
 
 // injectDumpOptions derives the dump from perf's stream: data mappings,

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"github.com/synth-dev/synth/internal/config"
+	"github.com/synth-dev/synth/internal/kcache"
 	"github.com/synth-dev/synth/internal/method/bpfmethod"
 	"github.com/synth-dev/synth/internal/procfs"
 )
@@ -48,10 +49,9 @@ const (
 	// mmap lock when Options.ProcMapTimeout is 0: perf record's
 	// --proc-map-timeout default.
 	DefaultProcMapTimeout = config.DefaultProcMapTimeout
-	// KernelCacheDir is where the BPF method, run as root, keeps its
-	// programs linked against the running kernel, unless
-	// Options.NoBTFCache.
-	KernelCacheDir = bpfmethod.KernelCacheDir
+	// DefaultKernelCache is the kernel cache (Options.KernelCache) of
+	// the synth command run as root.
+	DefaultKernelCache = kcache.DefaultDir
 )
 
 // Walk is how the BPF method reads each process's VMAs (Options.Walk,

@@ -226,10 +226,41 @@ func (c *cmdLine) addCommon(cf *commonFlags, opts *synth.Options, what, outUsage
 	fs.IntVarP(&opts.RingPages, "mmap-pages", "m", 0,
 		fmt.Sprintf("per-CPU ring size in `pages`: a power of two >= %d (default %d; also --ring-pages)", synth.MinRingPages, synth.DefaultRingPages))
 	c.alias("ring-pages", "mmap-pages")
-	fs.BoolVar(&opts.NoBTFCache, "no-btf-cache", false,
-		"bpf method: link the programs against the kernel's BTF instead of loading them linked from "+synth.KernelCacheDir+" (not -N, perf's build-ID cache)")
+	c.addKernelCache(&opts.KernelCache)
 	c.addVerbose(&cf.verbose, "say more: where the time went")
 }
+
+// addKernelCache declares where the bpf method keeps its programs
+// linked against the running kernel: synth.DefaultKernelCache when run
+// as root, whose directory it is, else none. --no-btf-cache was its
+// name before.
+func (c *cmdLine) addKernelCache(dir *string) {
+	def := ""
+	if os.Geteuid() == 0 {
+		def = synth.DefaultKernelCache
+	}
+	c.fs.StringVar(dir, "kernel-cache", def,
+		"keep the bpf method's programs, linked against the running kernel, in `dir`, so that the next run skips the kernel's BTF (default "+synth.DefaultKernelCache+" as root)")
+	c.fs.Var(clearValue{dir}, "no-kernel-cache", "link the programs against the kernel's BTF at every run; keep none")
+	c.fs.Lookup("no-kernel-cache").NoOptDefVal = "true"
+	c.alias("no-btf-cache", "no-kernel-cache")
+}
+
+// clearValue is a boolean option that empties the string it wraps.
+type clearValue struct{ s *string }
+
+func (v clearValue) Set(s string) error {
+	switch s {
+	case "true":
+		*v.s = ""
+	case "false":
+	default:
+		return fmt.Errorf("want true or false, not %q", s)
+	}
+	return nil
+}
+func (v clearValue) String() string { return "false" }
+func (v clearValue) Type() string   { return "bool" }
 
 // addOutput declares -o (dump, record, inject).
 func (c *cmdLine) addOutput(out *string, usage, def string) {

@@ -40,6 +40,7 @@ func runInject(ctx context.Context, args []string, stdin, stdout *os.File, stder
 		input = f
 	}
 	opts := synth.InjectOptions{Method: *method, Threads: *threads, NoBuildID: *noBuildID, BuildIDTimeout: *bidWait,
+		KernelCache: ia.kernelCache,
 		Fallback: func(method synth.MethodName, err error) {
 			fmt.Fprintf(stderr, "synth: using a fallback method because %s: %v\n", method, err)
 		}}
@@ -128,6 +129,8 @@ type injectArgs struct {
 	bidWait   time.Duration
 	method    synth.MethodName
 	threads   int
+	// kernelCache is the bpf method's kernel cache (Options.KernelCache).
+	kernelCache string
 	// noBuildIDCache and buildIDAll are perf's -N and --buildid-all,
 	// for the build-ID cache written after an injection.
 	noBuildIDCache, buildIDAll bool
@@ -142,6 +145,7 @@ func injectFlags() (*cmdLine, *injectArgs) {
 	cl.addOutput(&ia.out, "write perf.data to `file` (default: stdout; pipe mode unless it is a regular file)", "")
 	cl.addBuildID(&ia.noBuildID, &ia.bidWait)
 	cl.addMethod(&ia.method, &ia.threads)
+	cl.addKernelCache(&ia.kernelCache)
 	cl.addBuildIDCache(&ia.noBuildIDCache, &ia.buildIDAll)
 	cl.addVerbose(&ia.verbose, "print when perf's header came, when the method loaded and the dump began, and where the dump's time went")
 	cl.addNegations()

@@ -14,6 +14,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"golang.org/x/sys/unix"
 
+	"github.com/synth-dev/synth/internal/kcache"
 	"github.com/synth-dev/synth/internal/perfring"
 	"github.com/synth-dev/synth/internal/testenv"
 )
@@ -61,6 +62,9 @@ func TestScripts(t *testing.T) {
 				return len(m)+len(arm) > 0, nil
 			case "perf":
 				_, err := exec.LookPath("perf")
+				return err == nil, nil
+			case "kernelcache":
+				_, err := kcache.CurrentKey([32]byte{})
 				return err == nil, nil
 			case "cpu1":
 				cpus, err := perfring.OnlineCPUs()

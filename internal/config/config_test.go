@@ -54,10 +54,10 @@ func TestCheck(t *testing.T) {
 
 // A method keeps what it loaded with, and takes the rest anew.
 func TestWithLoaded(t *testing.T) {
-	loaded := Resolved{Options: Options{NoKernel: true, BuildIDTimeout: 1, NoLive: true, Walk: WalkIter, RingPages: 32, NoBTFCache: true}}
+	loaded := Resolved{Options: Options{NoKernel: true, BuildIDTimeout: 1, NoLive: true, Walk: WalkIter, RingPages: 32, KernelCache: "/k"}}
 	next := Resolved{Options: Options{Data: true, Walk: WalkMaple}, Pids: []int{1}}
 	got := next.WithLoaded(loaded)
-	if !got.NoKernel || got.BuildIDTimeout != 1 || !got.NoLive || got.Walk != WalkIter || got.RingPages != 32 || !got.NoBTFCache {
+	if !got.NoKernel || got.BuildIDTimeout != 1 || !got.NoLive || got.Walk != WalkIter || got.RingPages != 32 || got.KernelCache != "/k" {
 		t.Errorf("WithLoaded took %+v, want the loaded options", got.Options)
 	}
 	if !got.Data || len(got.Pids) != 1 {

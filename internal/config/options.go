@@ -61,11 +61,15 @@ type Options struct {
 	// record; 0 means DefaultSampleType. It must match the attr the
 	// records are written under (see Options.Attr).
 	SampleType uint64
-	// NoBTFCache makes the BPF method link its programs against the
-	// running kernel's BTF at every load, without reading or writing
-	// the kernel cache (/var/cache/synth) where, run as root, it keeps
-	// them linked between runs, keyed on the kernel's build ID.
-	NoBTFCache bool
+	// KernelCache is the kernel cache: a directory where the BPF method
+	// keeps its programs as linked against the running kernel, keyed on
+	// the kernel's build ID, so that the next load skips the kernel's
+	// BTF (about half of a one-shot dump). "", the default, keeps none:
+	// the library writes no directory it was not given. The directory
+	// is created mode 0700 and must be the effective user's, with no
+	// group or other access; the synth command uses DefaultKernelCache
+	// when it runs as root.
+	KernelCache string
 }
 
 // Defaults and limits of Options.
@@ -166,12 +170,12 @@ type Resolved struct {
 // WithLoaded returns r with the fields a method takes when it loads
 // taken from loaded, the options it loaded with: NoKernel (the kernel
 // text is read then), BuildIDTimeout (its build-ID reader), NoLive,
-// Walk, RingPages and NoBTFCache (the programs and rings). A method reads every
+// Walk, RingPages and KernelCache (the programs and rings). A method reads every
 // other field, the processes and which records the dumps write, at
 // each dump: its SetOptions may change them between dumps.
 func (r Resolved) WithLoaded(loaded Resolved) Resolved {
 	r.NoKernel, r.BuildIDTimeout, r.NoLive = loaded.NoKernel, loaded.BuildIDTimeout, loaded.NoLive
-	r.Walk, r.RingPages, r.NoBTFCache = loaded.Walk, loaded.RingPages, loaded.NoBTFCache
+	r.Walk, r.RingPages, r.KernelCache = loaded.Walk, loaded.RingPages, loaded.KernelCache
 	return r
 }
 

@@ -63,7 +63,7 @@ type Stats struct {
 	// KernelCacheMiss says why the BPF method's kernel cache served none
 	// of the programs loaded before the dump (or why it dropped one):
 	// they were linked against the kernel's BTF. nil when the cache
-	// served them, or was not used (Options.NoBTFCache, not root).
+	// served them, or was not used (Options.KernelCache empty).
 	KernelCacheMiss error
 	// ProgramTime is how long the BPF method's programs ran in the
 	// kernel during the dump, as the kernel counts it while BPF

@@ -21,7 +21,8 @@
 // the func and line info that point into it.
 //
 // Each program is a file of its own, DIR/programs-HASH-NAME (DIR is
-// DefaultDir, HASH the first 16 hex digits of Key.Object: two synth
+// the directory Options.KernelCache names, DefaultDir for the synth
+// command run as root, HASH the first 16 hex digits of Key.Object: two synth
 // builds with different objects keep apart files; NAME the program's):
 // magic, version, the key, the program, and the SHA-256 of all that. A
 // run reads the files of the programs it loads, no other. Load checks
@@ -45,6 +46,7 @@
 // checks whatever is loaded, so a damaged entry can fail a load (the
 // caller then links afresh) but not harm the kernel; what it cannot
 // check is that the program is the one synth built, which is what the
-// ownership, the key and the checksum are for. synth keeps a cache only
-// when it runs as root (euid 0).
+// ownership, the key and the checksum are for. The synth command keeps
+// a cache by default only when it runs as root (euid 0); the library
+// only in a directory its caller names.
 package kcache

@@ -17,7 +17,8 @@ import (
 	"github.com/synth-dev/synth/internal/elfnote"
 )
 
-// DefaultDir is where synth keeps its cache when it runs as root.
+// DefaultDir is where the synth command keeps its cache when it runs
+// as root; the library keeps one only where Options.KernelCache says.
 const DefaultDir = "/var/cache/synth"
 
 // The caps on what Load reads: a file past them is a miss, not an

@@ -54,7 +54,7 @@ func NewWithRings(opts config.Resolved, rc RingConfig) (*BPF, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	objs, err := loadObjects(cacheDir(opts.NoBTFCache))
+	objs, err := loadObjects(opts.KernelCache)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package bpfmethod
 import (
 	"crypto/sha256"
 	"fmt"
-	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -14,21 +13,6 @@ import (
 	synthbpf "github.com/synth-dev/synth/bpf"
 	"github.com/synth-dev/synth/internal/kcache"
 )
-
-// KernelCacheDir is where the method keeps its programs linked against
-// the running kernel when it runs as root (see internal/kcache).
-const KernelCacheDir = kcache.DefaultDir
-
-// cacheDir is the kernel cache's directory (see internal/kcache) for a
-// method loaded with noCache (Options.NoBTFCache): none when asked, or
-// when synth does not run as root, whose directory it is. Tests give
-// loadObjects directories of their own.
-func cacheDir(noCache bool) string {
-	if noCache || os.Geteuid() != 0 {
-		return ""
-	}
-	return KernelCacheDir
-}
 
 // objectKey is what the kernel cache keys the object on: its SHA-256,
 // and the version of cilium/ebpf that links it, which a later one may

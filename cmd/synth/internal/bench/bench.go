@@ -120,7 +120,7 @@ func (c *Config) wholeCommands(tmp string) []method {
 		}, parse: func(string, string) (time.Duration, int, int, error) { return countRecords(out) }}
 	}
 	ms := []method{synth("whole-synth"), synth("whole-synth-nobuildid", "--no-buildid"),
-		synth("whole-synth-nobtfcache", "--no-btf-cache")}
+		synth("whole-synth-nobtfcache", "--no-kernel-cache")}
 	if c.Perf == "" {
 		return ms
 	}
