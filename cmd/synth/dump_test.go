@@ -123,7 +123,7 @@ func TestDumpVerbose(t *testing.T) {
 		want    []string
 		notWant []string
 	}{
-		{"bpf", []string{"--method", "bpf", "--no-btf-cache"},
+		{"bpf", []string{"--method", "bpf", "--no-kernel-cache"},
 			[]string{"BPF object", "kernel BTF", "maps", "probe", "walk", "write"}, []string{"probe (cached)"}},
 		{"bpf cached", []string{"--method", "bpf"},
 			[]string{"BPF object", "maps", "probe (cached)", "walk", "write"}, []string{"kernel BTF", "probe"}},

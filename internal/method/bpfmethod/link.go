@@ -176,16 +176,23 @@ func linked(ps *ebpf.ProgramSpec, insns asm.Instructions, attach uint32, p *ebpf
 // descriptor of every map load zero, if they are the instructions of
 // the loaded program p; else an error.
 func linkedCode(insns asm.Instructions, bo binary.ByteOrder, p *ebpf.Program) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := insns.Marshal(&buf, bo); err != nil { // encodes the calls' offsets
-		return nil, err
-	}
 	info, err := p.Info()
 	if err != nil {
 		return nil, err
 	}
-	if ok, err := insns.HasTag(info.Tag, bo); err != nil || !ok {
-		return nil, fmt.Errorf("linked here unlike cilium/ebpf (tag %s): %w", info.Tag, err)
+	return encodeLinked(insns, bo, info.Tag)
+}
+
+// encodeLinked returns insns as the kernel is given them, with the file
+// descriptor of every map load zero, if their tag is tag (the kernel's
+// of the program cilium/ebpf loaded); else an error.
+func encodeLinked(insns asm.Instructions, bo binary.ByteOrder, tag string) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := insns.Marshal(&buf, bo); err != nil { // encodes the calls' offsets
+		return nil, err
+	}
+	if ok, err := insns.HasTag(tag, bo); err != nil || !ok {
+		return nil, fmt.Errorf("linked here unlike cilium/ebpf (tag %s): %w", tag, err)
 	}
 	code := buf.Bytes()
 	iter := insns.Iterate()
