@@ -24,7 +24,7 @@ func NewBPF(opts Options) (*BPF, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Method{name: MethodBPF, partial: d.Partial(), d: converted{m: b, attrs: optionAttrs(d)}}
+	m := &Method{name: MethodBPF, partial: d.Partial(), d: withAttrs{m: b, attrs: optionAttrs(d)}}
 	return &BPF{BPF: b, m: m}, nil
 }
 

@@ -23,7 +23,7 @@ type Method struct {
 }
 
 // dumper is what a method does: the BPF method with the side-band
-// (liveMethod), or one of internal/method's (see converted).
+// (liveMethod), or one of internal/method's (see withAttrs).
 type dumper interface {
 	Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error)
 	Attrs() []perfdata.EventAttr
@@ -138,7 +138,7 @@ func openMethod(name MethodName, opts MethodOptions, d config.Resolved) (*Method
 // (config.Resolved.WithLoaded), so that it can load before they are
 // known. Not while a dump runs.
 func (m *Method) rescope(d config.Resolved) error {
-	c, ok := m.d.(converted)
+	c, ok := m.d.(withAttrs)
 	if ok {
 		c, ok = c.setOptions(d)
 	}

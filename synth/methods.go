@@ -13,9 +13,9 @@ import (
 // without the PROCMAP_QUERY ioctl (before Linux 6.11).
 var ErrNoProcquery = procmethod.ErrNoProcquery
 
-// converted is a method of internal/method, with its attrs, as a
-// dumper.
-type converted struct {
+// withAttrs is a method of internal/method (which knows no attrs)
+// with the attrs its records are written under: a dumper.
+type withAttrs struct {
 	m interface {
 		Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error)
 		Close() error
@@ -23,16 +23,16 @@ type converted struct {
 	attrs []perfdata.EventAttr
 }
 
-func (c converted) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
+func (c withAttrs) Dump(ctx context.Context, emit func(rec []byte) error) (Stats, error) {
 	return c.m.Dump(ctx, emit)
 }
 
-func (c converted) Attrs() []perfdata.EventAttr { return c.attrs }
-func (c converted) Close() error                { return c.m.Close() }
+func (c withAttrs) Attrs() []perfdata.EventAttr { return c.attrs }
+func (c withAttrs) Close() error                { return c.m.Close() }
 
 // setOptions changes what the method's next dumps read and write (see
 // config.Resolved.WithLoaded); ok is false for a method that cannot.
-func (c converted) setOptions(d config.Resolved) (converted, bool) {
+func (c withAttrs) setOptions(d config.Resolved) (withAttrs, bool) {
 	s, ok := c.m.(interface {
 		SetOptions(config.Resolved) config.Resolved
 	})
@@ -55,7 +55,7 @@ func newBPF(d config.Resolved) (dumper, error) {
 	if err != nil {
 		return nil, err
 	}
-	return converted{m: b, attrs: optionAttrs(d)}, nil
+	return withAttrs{m: b, attrs: optionAttrs(d)}, nil
 }
 
 // newProcmaps is the method that parses /proc/PID/maps, with threads
@@ -65,7 +65,7 @@ func newProcmaps(d config.Resolved, threads int) (dumper, error) {
 	if err != nil {
 		return nil, err
 	}
-	return converted{m: m, attrs: optionAttrs(d)}, nil
+	return withAttrs{m: m, attrs: optionAttrs(d)}, nil
 }
 
 // newProcquery is the method that asks the kernel for each process's
@@ -75,11 +75,11 @@ func newProcquery(d config.Resolved, threads int) (dumper, error) {
 	if err != nil {
 		return nil, err
 	}
-	return converted{m: m, attrs: optionAttrs(d)}, nil
+	return withAttrs{m: m, attrs: optionAttrs(d)}, nil
 }
 
 // walk is the BPF method's walk, for Method.Walk.
-func (c converted) walk() (Walk, error) {
+func (c withAttrs) walk() (Walk, error) {
 	if b, ok := c.m.(*bpfmethod.BPF); ok {
 		return b.Walk()
 	}

@@ -218,25 +218,6 @@ func (p *Proc) Maps() ([]procfs.Mapping, error) { return procfs.ReadMaps(p.Pid) 
 // Comms reads the names of the process's threads.
 func (p *Proc) Comms() (map[int]string, error) { return procfs.ReadComms(p.Pid) }
 
-// RaiseMaxMapCount makes vm.max_map_count at least n for the test.
-func RaiseMaxMapCount(t testing.TB, n int) {
-	t.Helper()
-	const path = "/proc/sys/vm/max_map_count"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cur int
-	fmt.Sscan(string(b), &cur)
-	if cur >= n {
-		return
-	}
-	if err := os.WriteFile(path, []byte(fmt.Sprint(n)), 0); err != nil {
-		t.Fatalf("raise max_map_count: %v", err)
-	}
-	t.Cleanup(func() { os.WriteFile(path, b, 0) })
-}
-
 // InCgroup moves processes pids into a new cgroup, in the perf_event or
 // cgroup2 hierarchy, until the test ends, and returns its path there
 // ("/name"): a target for -G.

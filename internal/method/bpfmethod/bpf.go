@@ -17,8 +17,9 @@ import (
 // BPF synthesizes records with BPF iterators. It composes what it
 // owns, each part closing its own: the loaded objects (load.go), the
 // per-CPU rings (ring.go), the build IDs' reads (buildid.go), the walker
-// that runs the dumps and holds their records (walk.go), and the unmap
-// programs' links (unmap.go). It runs any number of dumps, one at a
+// that runs the dumps and holds their records (walk.go), the live
+// records' side (liveSide, live.go), and the unmap programs' links
+// (unmap.go). It runs any number of dumps, one at a
 // time, each a Generation (gen.go).
 type BPF struct {
 	opts   config.Resolved

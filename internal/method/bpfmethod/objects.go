@@ -230,8 +230,8 @@ func (o *objects) load(name string) (*ebpf.Program, error) {
 		Programs:        ebpf.ProgramOptions{KernelTypes: kernel},
 	})
 	if err != nil {
-		if errors.Is(err, os.ErrPermission) && !isVerifierError(err) {
-			return nil, &PermissionError{Op: "load BPF program " + name, Err: err}
+		if perm := permissionError("load BPF program "+name, err); perm != nil {
+			return nil, perm
 		}
 		return nil, &ProgramError{Program: name, Err: err}
 	}
@@ -389,10 +389,19 @@ func (o *objects) Close() error {
 // loadError wraps a load's error, as a *PermissionError when the kernel
 // refused it for want of privilege.
 func loadError(op string, err error) error {
+	if perm := permissionError(op, err); perm != nil {
+		return perm
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// permissionError returns err of op as a *PermissionError if the kernel
+// refused it for want of privilege, else nil.
+func permissionError(op string, err error) *PermissionError {
 	if errors.Is(err, os.ErrPermission) && !isVerifierError(err) {
 		return &PermissionError{Op: op, Err: err}
 	}
-	return fmt.Errorf("%s: %w", op, err)
+	return nil
 }
 
 // isVerifierError reports whether err is the verifier's rejection, which
