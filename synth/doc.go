@@ -43,7 +43,17 @@
 // and synth's own KindUnmap included; Table.Apply takes every one;
 // Record.Sample decodes a sample under its event's attr; and
 // Table.Resolve says which mapping holds its IP, and in a file's the
-// file offset and build ID. A perfdata.Writer takes Raw as it is, but
+// file offset and build ID: it takes the sample's Pid (the process,
+// not the thread, Tid) and IP, t.Resolve(s.Pid, s.IP).
+//
+// NewSession starts the live stream but dumps nothing by itself: the
+// state that already exists comes from Session.Dump, which the caller
+// runs once after NewSession (and again when it wants a fresh view, or
+// when records were lost). A Read blocks until a record comes; a loop
+// that must wake every second (to flush, or to watch for a stop) calls
+// ReadContext with a context.WithTimeout of one second and treats
+// context.DeadlineExceeded as "nothing yet", or sets SetDeadline from
+// another goroutine. A perfdata.Writer takes Raw as it is, but
 // for KindDumpEnd (no Raw) and KindUnmap (refused with
 // perfdata.ErrPrivateRecord): a loop that writes the stream skips both.
 // What lives how long:
