@@ -75,20 +75,7 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		}
 		defer cmd.Stop(workloadGrace)
 	}
-	p, err := synth.NewProfiler(r.opts)
-	if name, mods, hasMods := strings.Cut(r.opts.Event, ":"); errors.Is(err, synth.ErrNoEvent) && name == synth.EventCycles {
-		// As perf record (evsel__fallback): cycles without a PMU
-		// counter is cpu-clock, with the same modifiers, said only
-		// with -v.
-		if r.verbose > 0 {
-			fmt.Fprintln(info, "synth: warning: the cycles event is not supported, falling back to cpu-clock")
-		}
-		r.opts.Event, r.opts.Fallback = synth.EventCPUClock, true
-		if hasMods {
-			r.opts.Event += ":" + mods
-		}
-		p, err = synth.NewProfiler(r.opts)
-	}
+	p, err := r.newProfiler(info)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -102,20 +89,7 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 	// --switch-output file as perf record's switch does, else the one.
 	cache := func(name string) { fillBuildIDCache(stderr, name, r.noBuildIDCache, r.buildIDAll) }
 	st, err := runProfiler(ctx, p, r.out, stdout, info, r.switchOut, r.maxFiles, writeOptions(r.out), &last, cache)
-	code, died := exitOK, syscall.Signal(0)
-	if cmd != nil {
-		// A command never let go (interrupted during the dump) has no
-		// status of its own to pass on.
-		if st := cmd.Stop(workloadGrace); ran.Load() {
-			code, died = workload.Status(st)
-			// Killed by synth's own SIGKILL, after a signal to synth
-			// that its SIGTERM did not pass on: synth dies of the
-			// signal it got, as perf, which sends no SIGKILL, would.
-			if cmd.KilledByStop() && endsig.Received() != nil {
-				died = 0
-			}
-		}
-	}
+	code, died := workloadStatus(cmd, &ran)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		removeEmpty(r.out)
 		return fail(stderr, err)
@@ -124,18 +98,64 @@ func runRecord(ctx context.Context, args []string, stdout *os.File, stderr io.Wr
 		cache(r.out)
 	}
 	if r.verbose > 0 {
-		printSummary(info, st.Dump, time.Now().Add(-st.Duration), false)
-		if n := st.Session.Grown; n > 0 {
-			fmt.Fprintf(info, "synth: %d KSYMBOL or BPF_EVENT %s the kernel had grown (another profiler listening), cut to their true size\n",
-				n, plural(n, "record", "records"))
-		}
-		printThrottled(info, st.Session.Throttled)
+		printRecordVerbose(info, st)
 	}
 	code = max(code, recordSummary(info, st, last, stdout))
 	if died != 0 {
 		return diedOf(died)
 	}
 	return code
+}
+
+// newProfiler opens the profiler of r's options. As perf record
+// (evsel__fallback), cycles without a PMU counter is cpu-clock, with
+// the same modifiers, said only with -v.
+func (r *recordArgs) newProfiler(info io.Writer) (*synth.Profiler, error) {
+	p, err := synth.NewProfiler(r.opts)
+	name, mods, hasMods := strings.Cut(r.opts.Event, ":")
+	if !errors.Is(err, synth.ErrNoEvent) || name != synth.EventCycles {
+		return p, err
+	}
+	if r.verbose > 0 {
+		fmt.Fprintln(info, "synth: warning: the cycles event is not supported, falling back to cpu-clock")
+	}
+	r.opts.Event, r.opts.Fallback = synth.EventCPUClock, true
+	if hasMods {
+		r.opts.Event += ":" + mods
+	}
+	return synth.NewProfiler(r.opts)
+}
+
+// workloadStatus stops the workload cmd, if any, and returns the exit
+// status to pass on, or the signal synth is to die of. A command never
+// let go (ran false: interrupted during the dump) has no status of its
+// own to pass on.
+func workloadStatus(cmd *workload.Cmd, ran *atomic.Bool) (int, syscall.Signal) {
+	if cmd == nil {
+		return exitOK, 0
+	}
+	st := cmd.Stop(workloadGrace)
+	if !ran.Load() {
+		return exitOK, 0
+	}
+	code, died := workload.Status(st)
+	// Killed by synth's own SIGKILL, after a signal to synth that its
+	// SIGTERM did not pass on: synth dies of the signal it got, as
+	// perf, which sends no SIGKILL, would.
+	if cmd.KilledByStop() && endsig.Received() != nil {
+		died = 0
+	}
+	return code, died
+}
+
+// printRecordVerbose prints what -v adds to a recording's summary.
+func printRecordVerbose(info io.Writer, st synth.ProfileStats) {
+	printSummary(info, st.Dump, time.Now().Add(-st.Duration), false)
+	if n := st.Session.Grown; n > 0 {
+		fmt.Fprintf(info, "synth: %d KSYMBOL or BPF_EVENT %s the kernel had grown (another profiler listening), cut to their true size\n",
+			n, plural(n, "record", "records"))
+	}
+	printThrottled(info, st.Session.Throttled)
 }
 
 // endWithTargets cancels the recording when its workload ends, and, with
