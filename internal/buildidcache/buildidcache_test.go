@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/synth-dev/synth/internal/elfnote/elftest"
 	"github.com/synth-dev/synth/perfdata"
@@ -184,7 +186,8 @@ func TestExistingKept(t *testing.T) {
 }
 
 // TestProcessView checks that a file is read as its process sees it:
-// map_files first, then the process's root, then the path.
+// the process's root first, then map_files (a file replaced since),
+// then the path.
 func TestProcessView(t *testing.T) {
 	c, tmp := testCache(t)
 	const app = "/app/server"
@@ -321,5 +324,40 @@ func TestLinks(t *testing.T) {
 		if got := readlink(t, link); got != f.want {
 			t.Errorf("a link to %s: now to %s; want %s", f.to, got, f.want)
 		}
+	}
+}
+
+// TestRootBeforeMapFiles checks that a file the process's root shows
+// with the recorded build ID is read without a lookup of its map_files
+// entry, which waits for the process's mmap lock (uninterruptibly, once
+// another lookup of it waits): here the entry is a FIFO, whose open
+// blocks until a writer comes, as such a lookup blocks.
+func TestRootBeforeMapFiles(t *testing.T) {
+	c, _ := testCache(t)
+	const app = "/app/server"
+	writeFile(t, filepath.Join(c.Proc, "79", "root", app), elftest.Good(idB))
+	entry := filepath.Join(c.Proc, "79", "map_files", "1000-2000")
+	if err := os.MkdirAll(filepath.Dir(entry), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(entry, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Add(Entry{Name: app, BuildID: idB, Pid: 79, Start: 0x1000, End: 0x2000})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		if f, err := os.OpenFile(entry, os.O_WRONLY, 0); err == nil { // unblock it
+			f.Close()
+		}
+		<-done
+		t.Fatal("Add opened the map_files entry before the process's root, and waited on it")
 	}
 }

@@ -320,11 +320,16 @@ func (c *Cache) open(e Entry) (source, error) {
 	}
 	var names []string
 	if e.Pid > 0 {
+		// The process's root first: a lookup of a map_files entry waits
+		// for the process's mmap lock, uninterruptibly once another
+		// lookup of it waits (see package mapread), and the build ID
+		// checked below makes either the file recorded. map_files is
+		// for what the root no longer shows (deleted, replaced).
 		pid := strconv.FormatUint(uint64(e.Pid), 10)
+		names = append(names, proc+"/"+pid+"/root"+e.Name)
 		if e.End > e.Start {
 			names = append(names, fmt.Sprintf("%s/%s/map_files/%x-%x", proc, pid, e.Start, e.End))
 		}
-		names = append(names, proc+"/"+pid+"/root"+e.Name)
 	}
 	names = append(names, e.Name)
 	var tooBig error

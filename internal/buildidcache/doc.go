@@ -36,9 +36,11 @@
 // place, bounds its size (MaxSize), and checks the build ID of what it
 // read, and of the copy, against the recorded one: a file whose build ID
 // differs is skipped, never linked. A file is read through its
-// process's view: /proc/PID/map_files/START-END of a process that
-// mapped it, while it lives, else /proc/PID/root/PATH (a container's
-// path is not the host's), else PATH itself. An entry already in the
+// process's view: /proc/PID/root/PATH (a container's path is not the
+// host's), else /proc/PID/map_files/START-END of a process that mapped
+// it, while it lives (a file deleted or replaced since; its lookup
+// waits for the process's mmap lock, so it comes second), else PATH
+// itself. An entry already in the
 // cache with the right build ID is left alone, as is an existing
 // .build-id link.
 //
