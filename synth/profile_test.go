@@ -1,7 +1,6 @@
 package synth_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
 	"github.com/synth-dev/synth/perfdata"
 	"github.com/synth-dev/synth/synth"
 )
@@ -136,7 +136,7 @@ func TestProfileSamplesTargetOnly(t *testing.T) {
 			inherit := tc.opts.Target.Tids == nil
 			base := map[int]int{}
 			spun := func(pid, ticks int) bool {
-				now := cpuTicks(pid)
+				now := testproc.CPUTicks(pid)
 				if _, ok := base[pid]; !ok {
 					base[pid] = now
 				}
@@ -173,24 +173,6 @@ func TestProfileSamplesTargetOnly(t *testing.T) {
 			}
 		})
 	}
-}
-
-// cpuTicks is the CPU time process pid has used, in clock ticks (utime
-// and stime of /proc/PID/stat); 0 once it is gone.
-func cpuTicks(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	i := bytes.LastIndexByte(b, ')')
-	if err != nil || i < 0 {
-		return 0
-	}
-	// After the comm: state (field 3) ... utime (14), stime (15).
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.Atoi(f[11])
-	s, _ := strconv.Atoi(f[12])
-	return u + s
 }
 
 // children returns the children of process pid's main thread.

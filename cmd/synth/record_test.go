@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
 )
 
 // buildSpin compiles testdata/spin: a loop in the main binary and one in
@@ -69,9 +70,9 @@ func interruptAfter(t *testing.T, d time.Duration, cmd *exec.Cmd) result {
 func interruptAfterCPU(t *testing.T, pid, ticks int, cmd *exec.Cmd) result {
 	t.Helper()
 	return interruptWhen(t, cmd, func(ended <-chan struct{}) {
-		base := cpuTicks(pid)
+		base := testproc.CPUTicks(pid)
 		bound := time.After(3 * time.Minute)
-		for cpuTicks(pid)-base < ticks {
+		for testproc.CPUTicks(pid)-base < ticks {
 			select {
 			case <-ended:
 				return

@@ -217,8 +217,8 @@ func TestRecordUnderStorm(t *testing.T) {
 		r := exit(err)
 		t.Fatalf("synth record ended before its sampling started: exit %d: %s", r.code, r.stderr)
 	}
-	base := cpuTicks(pid)
-	if ended, err := waitFor(t, done, func() bool { return cpuTicks(pid)-base >= 100 }); ended {
+	base := testproc.CPUTicks(pid)
+	if ended, err := waitFor(t, done, func() bool { return testproc.CPUTicks(pid)-base >= 100 }); ended {
 		r := exit(err)
 		t.Fatalf("synth record ended while the storm ran: exit %d: %s", r.code, r.stderr)
 	}
@@ -264,22 +264,4 @@ func waitFor(t *testing.T, done <-chan error, cond func() bool) (ended bool, err
 		}
 	}
 	return false, nil
-}
-
-// cpuTicks is the CPU time process pid and its threads have used, in
-// clock ticks (utime and stime of /proc/PID/stat); 0 once it is gone.
-func cpuTicks(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	i := strings.LastIndexByte(string(b), ')')
-	if err != nil || i < 0 {
-		return 0
-	}
-	// After the comm: state (field 3) ... utime (14), stime (15).
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.Atoi(f[11])
-	s, _ := strconv.Atoi(f[12])
-	return u + s
 }
