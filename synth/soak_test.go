@@ -416,8 +416,9 @@ func lostSoFar(s *synth.Session) uint64 {
 // among them (the kernel writes the PERF_RECORD_LOST that says so when
 // the ring has room again, which may be after the turn's last Flush),
 // and the next dump removes them (DESIGN.md: a dump of every process
-// removes those it did not find). A process excused once and kept in a
-// later turn without loss counts.
+// removes those it did not find). A process excused once and kept after
+// a later dump, in a turn without loss, counts; one kept in a turn with
+// no dump (noteFlushed) is judged with the turn before.
 type exitedKept struct {
 	gone, zombies map[uint32]bool
 	excused       map[uint32]bool
@@ -442,6 +443,16 @@ func (k *exitedKept) note(lossy bool, gone, zombies []uint32) {
 	for _, pid := range append(slices.Clone(gone), zombies...) {
 		k.lastDescs[pid] = k.describe(pid)
 	}
+}
+
+// noteFlushed is note for a turn with no dump, only the live stream
+// flushed: a process the turn before kept is kept still for the same
+// want of its EXIT, with no dump since to remove it (DESIGN.md: the
+// next dump does), and is judged with that turn only. A process excused
+// there would otherwise count here, as one kept without loss.
+func (k *exitedKept) noteFlushed(lossy bool, gone, zombies []uint32) {
+	before := func(pid uint32) bool { return slices.Contains(k.lastGone, pid) || slices.Contains(k.lastZombies, pid) }
+	k.note(lossy, slices.DeleteFunc(gone, before), slices.DeleteFunc(zombies, before))
 }
 
 // flush judges the last turn's kept processes with no turn after it.
@@ -511,4 +522,30 @@ func missingFromTable(t *testing.T, s *synth.Session, tb *synth.Table, apply fun
 		}
 	}
 	return missing
+}
+
+// exitedKept judges a process that a turn with no dump keeps with the
+// turn before, which kept it already: a lost EXIT it excused is not one
+// kept without loss, for no dump came between to remove the process. A
+// process kept again after a dump, with no loss, counts.
+func TestExitedKeptDumplessTurn(t *testing.T) {
+	newKept := func() *exitedKept {
+		return &exitedKept{gone: map[uint32]bool{}, zombies: map[uint32]bool{}, excused: map[uint32]bool{}, t: t,
+			describe: func(pid uint32) string { return fmt.Sprint(pid) }}
+	}
+	k := newKept()
+	k.note(true, []uint32{7}, nil)         // a dump's turn that lost 7's EXIT
+	k.noteFlushed(false, []uint32{7}, nil) // the stream alone: 7 is kept still
+	k.flush()
+	if k.count() != 0 {
+		t.Errorf("a dumpless turn after a lossy one: %v, want none counted", k)
+	}
+	k = newKept()
+	k.note(true, []uint32{7}, nil)  // excused
+	k.note(false, nil, nil)         // a dump removed it
+	k.note(false, []uint32{7}, nil) // kept after a dump, with no loss
+	k.flush()
+	if !k.gone[7] {
+		t.Errorf("kept again after a dump with no loss: %v, want 7 counted", k)
+	}
 }
