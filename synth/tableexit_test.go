@@ -210,19 +210,21 @@ func tableExitsDuringDumps(t *testing.T, walk synth.Walk) {
 		<-done
 	}()
 	const dumps = 30
+	turn := 0
 	kept := &exitedKept{gone: map[uint32]bool{}, zombies: map[uint32]bool{}, excused: map[uint32]bool{}, t: t,
 		describe: func(pid uint32) string {
 			p, _ := tb.Process(pid)
 			_, zombie := procExited(pid)
 			at, read := s.ReadAt(pid)
-			return fmt.Sprintf("pid %d %q, %d mappings, a zombie in /proc: %v; the last dump read it: %v (at %d)",
-				pid, p.Comm, len(p.Mappings), zombie, read, at)
+			return fmt.Sprintf("turn %d (%d lost so far): pid %d %q, %d mappings, a zombie in /proc: %v; the last dump read it: %v (at %d)",
+				turn, lostSoFar(s), pid, p.Comm, len(p.Mappings), zombie, read, at)
 		}}
 	note := func(lost uint64) {
 		gone, zombies := keptAfterExit(t, s, tb, apply)
 		kept.note(lostSoFar(s) != lost, gone, zombies)
 	}
 	for range dumps {
+		turn++
 		lost := lostSoFar(s)
 		dumpInto(t, s, tb, nil)
 		note(lost)
@@ -234,6 +236,7 @@ func tableExitsDuringDumps(t *testing.T, walk synth.Walk) {
 	// wrote late for the first. Neither dumps, so what the last turn
 	// kept is kept still, and judged with that turn (noteFlushed).
 	for range 2 {
+		turn++
 		lost := lostSoFar(s)
 		flushInto(t, s, tb, nil)
 		gone, zombies := keptAfterExit(t, s, tb, apply)
