@@ -428,12 +428,27 @@ type exitedKept struct {
 	lastGone, lastZombies []uint32
 	lastDescs             map[uint32]string
 	logged                int
+	// sinceDump are the processes kept by the turns since the last dump.
+	sinceDump map[uint32]bool
 	// describe says what the table holds of a process kept, for the log.
 	describe func(pid uint32) string
 	t        *testing.T
 }
 
 func (k *exitedKept) note(lossy bool, gone, zombies []uint32) {
+	k.sinceDump = map[uint32]bool{}
+	k.keep(gone, zombies)
+	k.noteTurn(lossy, gone, zombies)
+}
+
+// keep notes the processes a turn kept, for noteFlushed.
+func (k *exitedKept) keep(gone, zombies []uint32) {
+	for _, pid := range append(slices.Clone(gone), zombies...) {
+		k.sinceDump[pid] = true
+	}
+}
+
+func (k *exitedKept) noteTurn(lossy bool, gone, zombies []uint32) {
 	if lossy {
 		k.lossyTurns++
 	}
@@ -446,13 +461,16 @@ func (k *exitedKept) note(lossy bool, gone, zombies []uint32) {
 }
 
 // noteFlushed is note for a turn with no dump, only the live stream
-// flushed: a process the turn before kept is kept still for the same
-// want of its EXIT, with no dump since to remove it (DESIGN.md: the
-// next dump does), and is judged with that turn only. A process excused
-// there would otherwise count here, as one kept without loss.
+// flushed: a process a turn kept since the last dump is kept still for
+// the same want of its EXIT, with no dump since to remove it (DESIGN.md:
+// the next dump does), and is judged with the turn that first kept it
+// only. A process excused there would otherwise count here, as one kept
+// without loss.
 func (k *exitedKept) noteFlushed(lossy bool, gone, zombies []uint32) {
-	before := func(pid uint32) bool { return slices.Contains(k.lastGone, pid) || slices.Contains(k.lastZombies, pid) }
-	k.note(lossy, slices.DeleteFunc(gone, before), slices.DeleteFunc(zombies, before))
+	before := func(pid uint32) bool { return k.sinceDump[pid] }
+	gone, zombies = slices.DeleteFunc(gone, before), slices.DeleteFunc(zombies, before)
+	k.keep(gone, zombies)
+	k.noteTurn(lossy, gone, zombies)
 }
 
 // flush judges the last turn's kept processes with no turn after it.
@@ -536,6 +554,7 @@ func TestExitedKeptDumplessTurn(t *testing.T) {
 	k := newKept()
 	k.note(true, []uint32{7}, nil)         // a dump's turn that lost 7's EXIT
 	k.noteFlushed(false, []uint32{7}, nil) // the stream alone: 7 is kept still
+	k.noteFlushed(false, []uint32{7}, nil) // and again
 	k.flush()
 	if k.count() != 0 {
 		t.Errorf("a dumpless turn after a lossy one: %v, want none counted", k)
