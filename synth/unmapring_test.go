@@ -125,7 +125,7 @@ func stormRuns(t *testing.T, storm uint32, ticks int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), stuckBound)
 	defer cancel()
-	for start := cpuTicks(int(storm)); cpuTicks(int(storm))-start < ticks; {
+	for start := testproc.CPUTicks(int(storm)); testproc.CPUTicks(int(storm))-start < ticks; {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("the storm ran no %d ticks of CPU: %v", ticks, ctx.Err())
