@@ -89,6 +89,9 @@ var commands = map[string]func(ctx context.Context, args []string) int{
 	"inject": func(ctx context.Context, args []string) int {
 		return runInject(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 	},
+	"convert": func(ctx context.Context, args []string) int {
+		return runConvert(ctx, args, os.Stdout, os.Stderr)
+	},
 	"bench": func(ctx context.Context, args []string) int {
 		return runBench(ctx, args, os.Stdout, os.Stderr)
 	},
@@ -120,6 +123,7 @@ commands:
   dump     write a perf.data with the mappings of every existing process
   record   sample the CPUs, like a minimal perf record, on a session
   inject   add the host's state to perf record's pipe: perf record -o - | synth inject
+  convert  turn a perf.data (synth's or perf's) into pprof or OpenTelemetry profiles
   bench    compare every synthesis method, and perf's, on this host
   loadgen  hold load processes with many VMAs, to benchmark by hand
 
