@@ -60,7 +60,7 @@ type Converter struct {
 	events []event
 	// sampled are the events that have samples.
 	sampled map[int]bool
-	byID   map[uint64]int
+	byID    map[uint64]int
 	// build IDs of HEADER_BUILD_ID, by file name; kernelID the
 	// kernel's.
 	fileIDs  map[string][]byte
