@@ -534,3 +534,14 @@ func perfString(b []byte) string {
 	}
 	return string(s)
 }
+
+// Reset drops the samples taken in so far, and the mappings and
+// locations they made, and keeps the process table: an agent that
+// exports a profile per interval resets after each.
+func (c *Converter) Reset() {
+	c.maps, c.locs, c.order = nil, nil, nil
+	c.mapIndex, c.locIndex, c.samples = map[mapKey]int{}, map[location]int{}, map[string]*aggSample{}
+	c.kernelMap, c.first, c.last, c.finished = -1, 0, 0, false
+	c.sampled = map[int]bool{}
+	c.stats = Stats{}
+}
