@@ -81,6 +81,7 @@ type Converter struct {
 	keyBuf    []byte
 	frames    []int32
 	finished  bool
+	local     *localFiles
 }
 
 // location is an address of a mapping (-1: none).

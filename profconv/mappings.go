@@ -9,10 +9,12 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/synth-dev/synth/internal/buildid"
 	"github.com/synth-dev/synth/internal/elfnote"
+	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/synth"
 )
 
@@ -74,6 +76,7 @@ func (c *Converter) finish() {
 		ksyms = readKallsyms(cmpOr(c.opts.Kallsyms, "/proc/kallsyms"))
 	}
 	files := map[mapKey]*fileInfo{}
+	c.local = newLocalFiles()
 	for _, m := range c.maps {
 		c.stats.Mappings++
 		switch m.kind {
@@ -164,10 +167,10 @@ func (c *Converter) identify(m *mapping, files map[mapKey]*fileInfo) {
 
 // readFile reads the file of m at hand; nil when it cannot be read.
 func (c *Converter) readFile(m *mapping) *fileInfo {
-	if c.opts.NoSymbolize {
+	if c.opts.NoSymbolize || !c.local.local(m.path) {
 		return nil
 	}
-	f, err := os.Open(m.path)
+	f, err := os.OpenFile(m.path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil
 	}
@@ -319,4 +322,38 @@ func (m *mapping) name(addr uint64) string {
 		return ""
 	}
 	return m.syms.lookup(a)
+}
+
+// localFiles tells which paths lie on a local filesystem, by this
+// process's mount table: the mount point that is the longest prefix of
+// the path. A file on FUSE or a network filesystem is not opened, as
+// the dump does not read one in-process: its open or read may block
+// for ever.
+type localFiles struct {
+	points map[string]string // mount point: filesystem type
+}
+
+func newLocalFiles() *localFiles {
+	lf := &localFiles{points: map[string]string{}}
+	pts, err := procfs.ReadMountPoints()
+	if err != nil {
+		return lf
+	}
+	types, _ := procfs.ReadMountTypes(0)
+	for dev, ps := range pts {
+		for _, p := range ps {
+			lf.points[p] = types[dev]
+		}
+	}
+	return lf
+}
+
+func (lf *localFiles) local(path string) bool {
+	best, typ := -1, ""
+	for p, t := range lf.points {
+		if len(p) > best && (p == "/" || path == p || strings.HasPrefix(path, p+"/")) {
+			best, typ = len(p), t
+		}
+	}
+	return best >= 0 && buildid.LocalFS(typ)
 }

@@ -134,3 +134,8 @@ func (m *mounts) pointOf(path string, dev procfs.Dev) (string, bool) {
 	}
 	return best, found
 }
+
+// LocalFS reports whether typ, a filesystem type of the mount table,
+// is one whose reads end: a file anywhere else may block a read, or an
+// open, for ever.
+func LocalFS(typ string) bool { return localFS[typ] }
