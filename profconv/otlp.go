@@ -216,8 +216,8 @@ func Send(ctx context.Context, endpoint string, ps pprofile.Profiles, timeout ti
 		return fmt.Errorf("encode the request: %w", err)
 	}
 	url := endpoint
-	if !strings.Contains(strings.TrimPrefix(strings.TrimPrefix(endpoint, "http://"), "https://"), "/") {
-		url = strings.TrimSuffix(endpoint, "/") + ProfilesPath
+	if host := strings.TrimPrefix(strings.TrimPrefix(endpoint, "http://"), "https://"); !strings.Contains(strings.TrimSuffix(host, "/"), "/") {
+		url = strings.TrimSuffix(endpoint, "/") + ProfilesPath // no path, or "/"
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
