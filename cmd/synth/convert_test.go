@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 
 	"github.com/synth-dev/synth/internal/testenv"
+	"github.com/synth-dev/synth/internal/testproc"
 )
 
 // userHome is HOME before TestMain moves it: go tool pprof is built
@@ -55,8 +56,8 @@ func recordSpinning(t *testing.T, pid int, out *os.File, args ...string) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	base := cpuTicks(pid)
-	if ended, err := waitFor(t, done, func() bool { return cpuTicks(pid)-base >= 200 }); ended {
+	base := testproc.CPUTicks(pid)
+	if ended, err := waitFor(t, done, func() bool { return testproc.CPUTicks(pid)-base >= 200 }); ended {
 		t.Fatalf("%s ended before the spinner ran 2 s: %v: %s", args, err, stderr.String())
 	}
 	cmd.Process.Signal(syscall.SIGINT)
