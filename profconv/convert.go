@@ -82,6 +82,7 @@ type Converter struct {
 	frames    []int32
 	finished  bool
 	local     *localFiles
+	rounds    rounds // a file's records held for their round
 }
 
 // location is an address of a mapping (-1: none).
@@ -444,9 +445,12 @@ func Read(r io.Reader, opts Options) (*Converter, error) {
 			}
 			nattrs = len(attrs)
 		}
-		if err := c.addRecord(rec); err != nil {
+		if err := c.take(rec); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.flushRound(true); err != nil {
+		return nil, err
 	}
 	c.takeFeatures(sr.Features())
 	return c, c.checkSamples()
@@ -482,9 +486,12 @@ func readFile(f io.ReaderAt, size int64, opts Options) (*Converter, error) {
 			}
 			nattrs = len(attrs)
 		}
-		if err := c.addRecord(rec); err != nil {
+		if err := c.take(rec); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.flushRound(true); err != nil {
+		return nil, err
 	}
 	c.takeFeatures(rd.Features())
 	return c, c.checkSamples()
