@@ -95,9 +95,8 @@ type location struct {
 type aggSample struct {
 	pid, tid uint32
 	comm     string
-	locs     []int32  // leaf first
-	values   []int64  // per event: count, period
-	times    []uint64 // in OTLP only its span is kept: unused
+	locs     []int32 // leaf first
+	values   []int64 // per event: count, period
 }
 
 // New returns a Converter for samples of events attrs (perf.data's
@@ -430,30 +429,7 @@ func Read(r io.Reader, opts Options) (*Converter, error) {
 	if err != nil {
 		return nil, err
 	}
-	nattrs := 0
-	for {
-		rec, err := sr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("input cut short or corrupt: %w", err)
-		}
-		if attrs := sr.Attrs(); len(attrs) != nattrs {
-			if err := c.setAttrs(attrs[nattrs:]); err != nil {
-				return nil, err
-			}
-			nattrs = len(attrs)
-		}
-		if err := c.take(rec); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.flushRound(true); err != nil {
-		return nil, err
-	}
-	c.takeFeatures(sr.Features())
-	return c, c.checkSamples()
+	return c.readAllOf(sr, 0)
 }
 
 func readFile(f io.ReaderAt, size int64, opts Options) (*Converter, error) {
@@ -471,30 +447,53 @@ func readFile(f io.ReaderAt, size int64, opts Options) (*Converter, error) {
 		return nil, err
 	}
 	c.takeFeatures(rd.Features())
-	nattrs := len(rd.Attrs())
+	return c.readAllOf(rd, len(rd.Attrs()))
+}
+
+// records is a perf.data reader, of a file or of a pipe.
+type records interface {
+	Next() (perfdata.Record, error)
+	Attrs() []perfdata.EventAttr // those of the header and those read so far
+	Features() []perfdata.Feature
+}
+
+// readAllOf is readAll, returning c: with ErrNoSamples too, as the
+// caller may still want its stats.
+func (c *Converter) readAllOf(rd records, nattrs int) (*Converter, error) {
+	err := c.readAll(rd, nattrs)
+	if err != nil && !errors.Is(err, ErrNoSamples) {
+		return nil, err
+	}
+	return c, err
+}
+
+// readAll takes in every record of rd, whose first nattrs attrs c has
+// already; attrs that come as records (pipe mode) are added as they
+// come.
+func (c *Converter) readAll(rd records, nattrs int) error {
 	for {
 		rec, err := rd.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("input cut short or corrupt: %w", err)
+			return fmt.Errorf("input cut short or corrupt: %w", err)
 		}
-		if attrs := rd.Attrs(); len(attrs) != nattrs { // pipe mode
+		if attrs := rd.Attrs(); len(attrs) != nattrs {
 			if err := c.setAttrs(attrs[nattrs:]); err != nil {
-				return nil, err
+				return err
 			}
 			nattrs = len(attrs)
 		}
 		if err := c.take(rec); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := c.flushRound(true); err != nil {
-		return nil, err
+		return err
 	}
 	c.takeFeatures(rd.Features())
-	return c, c.checkSamples()
+	return c.checkSamples()
 }
 
 // featCompressed is HEADER_COMPRESSED: the file's records are.
