@@ -99,9 +99,8 @@ func libcPath(t *testing.T) string {
 }
 
 // A process whose mmap lock no one can take (perf's --proc-map-timeout
-// case) holds up no dump, nor synth's exit when another process waits in
-// the lookups of the process's map_files entries: a whole-host dump, and
-// one of the process and another, end within a few seconds and exit 0. With the task_vma
+// case) holds up no dump: a whole-host dump, and one of the process and
+// another, end within a few seconds and exit 0. With the task_vma
 // iterator, which waits for the lock, the process is left out and named;
 // the maple walk reads it without the lock, or falls back and leaves it
 // out. Either way, the other process is whole.
@@ -130,14 +129,6 @@ func TestDumpLockedProcess(t *testing.T) {
 		t.Fatalf("no mapping of %s in:\n%s", blocked, strings.Join(hungMaps, "\n"))
 	}
 	testproc.LockMM(t, hung.Pid, addr, abort)
-	// Another process waits in the lookups of the hung process's
-	// map_files entries, as another profiler's dump would: a dump that
-	// looks one up itself cannot exit until that lookup ends.
-	var entries []string
-	for _, l := range fileMaps(hungMaps) {
-		entries = append(entries, l[:strings.IndexByte(l, ' ')])
-	}
-	testproc.HoldLookups(t, hung.Pid, entries, abort)
 	var aborted atomic.Bool
 	pids := fmt.Sprintf("%d,%d", hung.Pid, other.Pid)
 	type run struct {

@@ -33,6 +33,13 @@ type Mapping struct {
 	Start, End uint64
 }
 
+// Mapped reports whether the mapping still has its map_files entry. The
+// entry's own lstat(2) touches neither the file nor its filesystem.
+func (m Mapping) Mapped() bool {
+	var st unix.Stat_t
+	return unix.Lstat(mapread.Path(m.Pid, m.Start, m.End), &st) == nil
+}
+
 // Result is what a read of a file's build ID found.
 type Result struct {
 	ID []byte // the build ID; nil for none
@@ -140,12 +147,13 @@ func (r *Reader[K]) Wait(key K, j *Job, expired <-chan struct{}) (Result, bool) 
 	return j.res, true
 }
 
-// ReadAt reads the build ID of the file mapped at m, if is says that
-// what the mapping leads to is the file wanted, before and after the
-// read, and the file's times did not change meanwhile. The file is read
-// in the helper process (read says why).
-func (r *Reader[K]) ReadAt(m Mapping, is func(*mapread.Stat) bool) (Result, bool) {
-	res, ok := r.read(mapread.Path(m.Pid, m.Start, m.End), is)
+// ReadAt reads the build ID of the file mapped at m, on device dev, if
+// is says that what the mapping leads to is the file wanted, before and
+// after the read, and the file's times did not change meanwhile. A file
+// on a filesystem whose reads may never end is read in the helper
+// process.
+func (r *Reader[K]) ReadAt(m Mapping, dev procfs.Dev, is func(*mapread.Stat) bool) (Result, bool) {
+	res, ok := r.read(mapread.Path(m.Pid, m.Start, m.End), dev, m.Pid, is)
 	if ok {
 		res.Via = m
 	}
@@ -195,20 +203,15 @@ func (r *Reader[K]) StatPath(path string, dev procfs.Dev) (mapread.Stat, bool) {
 // one cannot block for ever.
 func (r *Reader[K]) Local(dev procfs.Dev, pid int) bool { return r.mounts.local(dev, pid) }
 
-// read reads path, a map_files entry, in the helper whatever the file's
-// filesystem: a lookup of a map_files entry waits for the mapping
-// process's mmap lock (proc_map_files_lookup, killably), and a second
-// lookup of the same entry, by any process, waits for the first to end
-// (d_alloc_parallel), uninterruptibly: even exit_group(2) waits for it.
-// A process whose lock a writer holds for long (a fault on a FUSE file
-// that does not answer) thus keeps every process that looks one of its
-// entries up after another one did from exiting, a file on local disk
-// as much as a FUSE one. The helper can be left behind; this process
-// cannot.
-func (r *Reader[K]) read(path string, is func(*mapread.Stat) bool) (Result, bool) {
-	res, err := r.helper.Read(path)
-	if err != nil {
-		return Result{}, false
+func (r *Reader[K]) read(path string, dev procfs.Dev, pid int, is func(*mapread.Stat) bool) (Result, bool) {
+	var res mapread.Result
+	if r.mounts.local(dev, pid) {
+		res = mapread.Read(path)
+	} else {
+		var err error
+		if res, err = r.helper.Read(path); err != nil {
+			return Result{}, false
+		}
 	}
 	return r.check(res, is)
 }
@@ -225,22 +228,6 @@ func (r *Reader[K]) check(res mapread.Result, is func(*mapread.Stat) bool) (Resu
 		return Result{ID: res.ID, Read: true, Volatile: true, Stat: res.Before}, true
 	}
 	return Result{ID: res.ID, Read: true, Stat: res.Before}, true
-}
-
-// Mapped reports whether mapping m still has its map_files entry. The
-// entry's own lstat(2) touches neither the file nor its filesystem, but
-// its lookup may wait for ever, so it is made in the helper (read).
-func (r *Reader[K]) Mapped(m Mapping) bool {
-	_, ok, err := r.helper.Stat(mapread.Path(m.Pid, m.Start, m.End), false)
-	return ok && err == nil
-}
-
-// StatAt returns the identity and times of the file mapping m leads to,
-// stat'ed in the helper (read); false if the mapping is gone. dev must
-// be local: nothing else is stat'ed, as a FUSE server may not answer.
-func (r *Reader[K]) StatAt(m Mapping) (mapread.Stat, bool) {
-	st, ok, err := r.helper.Stat(mapread.Path(m.Pid, m.Start, m.End), true)
-	return st, ok && err == nil
 }
 
 // Kernel reads the running kernel's build ID from /sys/kernel/notes.

@@ -6,13 +6,9 @@
 // The helper exists for filesystems whose reads may never end: once a
 // FUSE server has taken a read request, the reading thread waits for
 // the answer uninterruptibly (fs/fuse/dev.c request_wait_answer), and a
-// process with such a thread cannot exit. Nor can one whose lookup of a
-// map_files entry waits: the lookup waits killably for the mapping
-// process's mmap lock, and a lookup of the same entry made meanwhile, by
-// any process, waits for it uninterruptibly (fs/dcache.c
-// d_alloc_parallel), even on SIGKILL. A read, lstat or stat in a helper
-// process costs only the helper: the caller stops waiting, and exits
-// when it wants to.
+// process with such a thread cannot exit. A read in a helper process
+// costs only the helper: the caller stops waiting, and exits when it
+// wants to.
 //
 // A program that uses the helper must let this package's init run
 // first in the re-executed binary, which it does whenever the package

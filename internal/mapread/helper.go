@@ -8,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // envHelper marks the re-executed binary as a helper.
@@ -30,32 +28,6 @@ func init() {
 type request struct {
 	I    uint64
 	Path string
-	Op   string // opRead, opLstat or opStat
-}
-
-// The requests' operations: read the build ID, or only lstat(2) or
-// stat(2) the entry (Result.Opened: it exists; Before: its stat).
-const (
-	opRead  = ""
-	opLstat = "lstat"
-	opStat  = "stat"
-)
-
-// do carries out req in this process.
-func (req request) do() Result {
-	switch req.Op {
-	case opLstat, opStat:
-		var st unix.Stat_t
-		stat := unix.Stat
-		if req.Op == opLstat {
-			stat = unix.Lstat
-		}
-		if stat(req.Path, &st) != nil {
-			return Result{}
-		}
-		return Result{Opened: true, Before: StatOf(&st)}
-	}
-	return Read(req.Path)
 }
 
 type reply struct {
@@ -75,7 +47,7 @@ func serve(r io.Reader, w io.Writer) {
 			return
 		}
 		go func() {
-			res := req.do()
+			res := Read(req.Path)
 			mu.Lock()
 			defer mu.Unlock()
 			_ = enc.Encode(reply{req.I, res}) // a parent gone is no error here
@@ -107,22 +79,7 @@ type helperProc struct {
 // returns when the helper answers, or with ErrHelperGone when the
 // helper ends first; a caller that cannot wait that long leaves the
 // call behind.
-func (h *Helper) Read(path string) (Result, error) { return h.call(path, opRead) }
-
-// Stat stats path (a map_files entry) in the helper: its own lstat(2),
-// or with follow the stat(2) of the file it leads to. ok is false if
-// the entry is gone.
-func (h *Helper) Stat(path string, follow bool) (st Stat, ok bool, err error) {
-	op := opLstat
-	if follow {
-		op = opStat
-	}
-	res, err := h.call(path, op)
-	return res.Before, res.Opened, err
-}
-
-// call has the helper carry out op on path.
-func (h *Helper) call(path, op string) (Result, error) {
+func (h *Helper) Read(path string) (Result, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -136,7 +93,7 @@ func (h *Helper) call(path, op string) (Result, error) {
 	h.next++
 	i, ch := h.next, make(chan Result, 1)
 	p.waiting[i] = ch
-	err = p.enc.Encode(request{i, path, op})
+	err = p.enc.Encode(request{i, path})
 	h.mu.Unlock()
 	if err != nil {
 		h.end(p)

@@ -124,30 +124,3 @@ func waitBlocked(pid, nr int, d time.Duration) bool {
 		}
 	}
 }
-
-// HoldLookups has a process look up each /proc/PID/map_files entry of
-// process pid named in entries ("start-end", hex), and waits until each
-// waits in its lookup (proc_map_files_lookup) for pid's mmap lock, which
-// LockMM made unobtainable. Any later lookup of the same entry, by any
-// process, then waits for that one to end, uninterruptibly
-// (d_alloc_parallel): as on a host where another profiler's dump is
-// stuck on the entries a dump reads. abort (the hung server's) ends the
-// waits.
-func HoldLookups(t testing.TB, pid int, entries []string, abort func()) {
-	t.Helper()
-	for _, e := range entries {
-		c := exec.Command("dd", fmt.Sprintf("if=/proc/%d/map_files/%s", pid, e), "of=/dev/null", "count=1")
-		if err := c.Start(); err != nil {
-			abort()
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			abort()
-			c.Process.Kill()
-			c.Wait()
-		})
-		if !waitBlocked(c.Process.Pid, unix.SYS_OPENAT, 5*time.Second) {
-			t.Fatalf("%s did not block on the mmap lock of %d", c, pid)
-		}
-	}
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/synth-dev/synth/internal/assemble"
 	"github.com/synth-dev/synth/internal/buildid"
 	"github.com/synth-dev/synth/internal/mapread"
+	"github.com/synth-dev/synth/internal/procfs"
 	"github.com/synth-dev/synth/perfdata"
 )
 
@@ -159,8 +160,9 @@ func (ib *buildIDs) countCache(d *assemble.Assembler) error {
 // first of tries whose /proc/PID/map_files entry still leads to it (the
 // entry reaches files in other mount namespaces, and deleted files).
 func (ib *buildIDs) readBuildIDOf(key *synthbpf.SynthSynthFileKey, tries []buildid.Mapping) buildid.Result {
+	dev := procfs.Dev{Maj: key.Dev >> 20, Min: key.Dev & (1<<20 - 1)}
 	for _, m := range tries {
-		if res, ok := ib.reader.ReadAt(m, func(st *mapread.Stat) bool { return sameFile(st, key) }); ok {
+		if res, ok := ib.reader.ReadAt(m, dev, func(st *mapread.Stat) bool { return sameFile(st, key) }); ok {
 			return res
 		}
 	}
@@ -206,11 +208,10 @@ func (ib *buildIDs) cachePut(key *synthbpf.SynthSynthFileKey, id *synthbpf.Synth
 // the file (a SYNTH_RECORD_PENDING record), so that reads run while the
 // walk goes on. Whether the mapping is still there is asked in the read:
 // the lstat(2) of its map_files entry waits for the process's mmap lock,
-// which a stuck writer may hold past the deadline, so it is made in the
-// helper process (buildid.Reader.Mapped).
+// which a stuck writer may hold past the deadline.
 func (ib *buildIDs) startRead(key synthbpf.SynthSynthFileKey, m buildid.Mapping) *buildid.Job {
 	return ib.reader.Start(key, func() buildid.Result {
-		if !ib.reader.Mapped(m) {
+		if !m.Mapped() {
 			return buildid.Result{Unmapped: true}
 		}
 		return ib.readBuildIDOf(&key, []buildid.Mapping{m})

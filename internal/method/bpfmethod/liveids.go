@@ -214,7 +214,7 @@ func (li *liveIDs) resolve(ident fileIdent, tries []buildid.Mapping, path string
 			return res
 		}
 		for _, m := range tries {
-			if res, ok := li.reader.ReadAt(m, is); ok {
+			if res, ok := li.reader.ReadAt(m, dev, is); ok {
 				li.read.Add(1)
 				li.cache.put(ident, res)
 				return res
@@ -259,13 +259,11 @@ func (li *liveIDs) cached(ident fileIdent, dev procfs.Dev, tries []buildid.Mappi
 		if !li.reader.Local(dev, m.Pid) {
 			return buildid.Result{}, false
 		}
-		// In the helper: a map_files lookup may wait for ever
-		// (buildid.Reader.StatAt).
-		ms, ok := li.reader.StatAt(m)
-		if !ok {
+		var st unix.Stat_t
+		if unix.Stat(mapread.Path(m.Pid, m.Start, m.End), &st) != nil {
 			continue // gone
 		}
-		if is(&ms) {
+		if ms := mapread.StatOf(&st); is(&ms) {
 			return hit(&ms, m)
 		}
 	}

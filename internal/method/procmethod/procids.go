@@ -70,7 +70,7 @@ func (p *procIDs) of(pid int, mp *procfs.Mapping, w *worker) []byte {
 	}
 	at := buildid.Mapping{Pid: pid, Start: mp.Start, End: mp.End}
 	j := p.reader.Start(key, func() buildid.Result {
-		res, _ := p.reader.ReadAt(at, func(st *mapread.Stat) bool {
+		res, _ := p.reader.ReadAt(at, procfs.Dev{Maj: mp.Maj, Min: mp.Min}, func(st *mapread.Stat) bool {
 			return st.Ino == mp.Ino && unix.Major(st.Dev) == mp.Maj && unix.Minor(st.Dev) == mp.Min
 		})
 		return res
